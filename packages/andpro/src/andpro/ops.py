@@ -1,0 +1,1 @@
+"""Public ops of andpro: argument checks, autograd functions and backend dispatch."""

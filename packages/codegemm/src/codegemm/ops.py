@@ -1,0 +1,1 @@
+"""Public ops of codegemm: argument checks, autograd functions and backend dispatch."""

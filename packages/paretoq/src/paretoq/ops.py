@@ -1,0 +1,1 @@
+"""Public ops of paretoq: argument checks, autograd functions and backend dispatch."""

@@ -1,0 +1,1 @@
+"""Public ops of pdssm: argument checks, autograd functions and backend dispatch."""

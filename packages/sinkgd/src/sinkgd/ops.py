@@ -1,0 +1,1 @@
+"""Public ops of sinkgd: argument checks, autograd functions and backend dispatch."""

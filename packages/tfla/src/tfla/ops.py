@@ -1,0 +1,1 @@
+"""Public ops of tfla: argument checks, autograd functions and backend dispatch."""

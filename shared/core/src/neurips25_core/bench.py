@@ -1,0 +1,571 @@
+"""Benchmarking: timers, peak memory, result records, writers, plots, the roofline and the suite protocol.
+
+A package declares one :class:`Suite` and registers it under the entry-point group
+``neurips25.benchmarks``. Each case is a function taking a :class:`Context`; it records results
+with :meth:`Context.record`, naming the baseline measured *in the same run*, so every claim is a
+ratio measured side by side::
+
+    SUITE = Suite(name="mypkg", paper="My Paper", url="https://arxiv.org/abs/...")
+
+    @SUITE.case("matmul", kind="speed")
+    def matmul(ctx):
+        ours = time_fn(lambda: fast(x))
+        base = time_fn(lambda: x @ w)
+        ctx.record("time", ours.median, "s", baseline="torch.mm", baseline_value=base.median)
+
+On CPU the timer warms up, then repeats ``time.perf_counter`` and reports the median with p20/p80;
+on GPU it uses CUDA events. Peak memory uses the CUDA allocator's statistics on GPU and the peak
+RSS of a fresh subprocess on CPU.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import functools
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+
+__all__ = [
+    "BenchResult",
+    "Case",
+    "Context",
+    "Suite",
+    "Timing",
+    "environment",
+    "load_json",
+    "peak_memory_cuda",
+    "peak_rss_subprocess",
+    "plot_bars",
+    "plot_lines",
+    "roofline",
+    "time_fn",
+    "write_json",
+    "write_markdown",
+]
+
+Kind = Literal["speed", "quality"]
+Mode = Literal["quick", "full"]
+
+
+# ----------------------------------------------------------------------------- environment
+
+
+@functools.cache
+def _git_commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"],
+            capture_output=True, text=True, timeout=5, cwd=Path(__file__).parent,
+        )
+        commit = out.stdout.strip()
+        if not commit:
+            return "unknown"
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=5, cwd=Path(__file__).parent,
+        ).stdout.strip()
+        return commit + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+@functools.cache
+def _machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    desc = f"{cpu}, {os.cpu_count()} cores"
+    if torch.cuda.is_available():
+        desc += f", {torch.cuda.get_device_name()}"
+    return desc
+
+
+def _triton_version() -> str:
+    try:
+        import triton
+
+        return triton.__version__
+    except ImportError:
+        return "absent"
+
+
+def environment() -> dict[str, str]:
+    """Machine, versions, git commit and date stamped on every result."""
+    return {
+        "machine": _machine(),
+        "torch": torch.__version__,
+        "triton": _triton_version(),
+        "git_commit": _git_commit(),
+        "date": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+
+
+# ----------------------------------------------------------------------------- records
+
+
+@dataclasses.dataclass
+class BenchResult:
+    """One measured number, with its baseline from the same run when there is one.
+
+    ``ratio`` is ``baseline_value / value`` for lower-is-better metrics (a speed-up, > 1 means we
+    win) and ``value / baseline_value`` for higher-is-better ones.
+    """
+
+    suite: str
+    case: str
+    metric: str
+    value: float
+    unit: str
+    baseline: str | None = None
+    baseline_value: float | None = None
+    ratio: float | None = None
+    lower_is_better: bool = True
+    params: dict[str, Any] = dataclasses.field(default_factory=dict)
+    machine: str = ""
+    torch: str = ""
+    triton: str = ""
+    git_commit: str = ""
+    date: str = ""
+
+    def __post_init__(self) -> None:
+        if self.ratio is None and self.baseline_value is not None and self.value not in (0, None):
+            if self.lower_is_better:
+                self.ratio = self.baseline_value / self.value
+            elif self.baseline_value != 0:
+                self.ratio = self.value / self.baseline_value
+        if not self.machine:
+            env = environment()
+            self.machine, self.torch, self.triton = env["machine"], env["torch"], env["triton"]
+            self.git_commit, self.date = env["git_commit"], env["date"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @property
+    def label(self) -> str:
+        """``case[k=v,...]/metric`` for tables."""
+        extra = ",".join(f"{k}={v}" for k, v in self.params.items())
+        return f"{self.case}[{extra}]/{self.metric}" if extra else f"{self.case}/{self.metric}"
+
+
+def write_json(results: Sequence[BenchResult], path: str | Path) -> Path:
+    """Write results as a JSON list (one object per result)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps([r.to_dict() for r in results], indent=2, default=str) + "\n")
+    return path
+
+
+def load_json(path: str | Path) -> list[BenchResult]:
+    """Read results written by :func:`write_json`."""
+    return [BenchResult(**d) for d in json.loads(Path(path).read_text())]
+
+
+def _fmt(x: float | None) -> str:
+    if x is None:
+        return ""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return str(x)
+    if x == 0 or math.isnan(x) or math.isinf(x):
+        return f"{x:g}"
+    ax = abs(x)
+    if ax >= 1e5 or ax < 1e-3:
+        return f"{x:.3e}"
+    return f"{x:.4g}"
+
+
+def markdown_table(results: Sequence[BenchResult]) -> str:
+    """Results as a markdown table: case, ours, baseline, ratio, unit."""
+    lines = [
+        "| suite | case | ours | baseline | baseline value | ratio | unit |",
+        "|---|---|---:|---|---:|---:|---|",
+    ]
+    for r in results:
+        ratio = f"{r.ratio:.3g}×" if r.ratio is not None else ""
+        lines.append(
+            f"| {r.suite} | {r.label} | {_fmt(r.value)} | {r.baseline or ''} | "
+            f"{_fmt(r.baseline_value)} | {ratio} | {r.unit} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def write_markdown(results: Sequence[BenchResult], path: str | Path, title: str | None = None) -> Path:
+    """Write results as a markdown page: a header with machine, versions, commit and date, then the table."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    head = []
+    if title:
+        head.append(f"# {title}\n")
+    if results:
+        r = results[0]
+        head.append(
+            f"Measured {r.date} on {r.machine}; torch {r.torch}, triton {r.triton}, commit {r.git_commit}.\n"
+        )
+    path.write_text("\n".join(head) + "\n" + markdown_table(results))
+    return path
+
+
+# ----------------------------------------------------------------------------- plots
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_lines(
+    x: Sequence[float],
+    series: dict[str, Sequence[float]],
+    path: str | Path,
+    xlabel: str = "",
+    ylabel: str = "",
+    title: str = "",
+    logx: bool = False,
+    logy: bool = False,
+    errors: dict[str, Sequence[float]] | None = None,
+) -> Path:
+    """One line per series over a shared x axis (with optional symmetric error bars); saves a PNG."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
+    for name, ys in series.items():
+        if errors and name in errors:
+            ax.errorbar(list(x), list(ys), yerr=list(errors[name]), marker="o", capsize=3, label=name)
+        else:
+            ax.plot(list(x), list(ys), marker="o", label=name)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    if logx:
+        ax.set_xscale("log")
+    if logy:
+        ax.set_yscale("log")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def plot_bars(
+    labels: Sequence[str],
+    series: dict[str, Sequence[float]],
+    path: str | Path,
+    ylabel: str = "",
+    title: str = "",
+    logy: bool = False,
+) -> Path:
+    """Grouped bars: one group per label, one bar per series; saves a PNG."""
+    plt = _plt()
+    n = max(len(series), 1)
+    width = 0.8 / n
+    fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(labels) * n), 4), dpi=120)
+    for i, (name, ys) in enumerate(series.items()):
+        xs = [j + (i - (n - 1) / 2) * width for j in range(len(labels))]
+        ax.bar(xs, list(ys), width=width, label=name)
+    ax.set_xticks(range(len(labels)))
+    ax.set_xticklabels(labels, rotation=30, ha="right")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    if logy:
+        ax.set_yscale("log")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+# ----------------------------------------------------------------------------- timing
+
+
+@dataclasses.dataclass
+class Timing:
+    """Seconds per call: the median with the 20th and 80th percentiles over ``repeats`` calls."""
+
+    median: float
+    p20: float
+    p80: float
+    repeats: int
+    device: str
+
+    def __str__(self) -> str:
+        return f"{self.median * 1e3:.3f} ms [p20 {self.p20 * 1e3:.3f}, p80 {self.p80 * 1e3:.3f}] x{self.repeats}"
+
+
+def _quantile(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    if len(xs) == 1:
+        return xs[0]
+    pos = q * (len(xs) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def time_fn(
+    fn: Callable[[], Any],
+    warmup: int = 2,
+    repeats: int | None = None,
+    min_time: float = 0.2,
+    max_repeats: int = 100,
+    device: str | torch.device | None = None,
+) -> Timing:
+    """Time ``fn()``: CUDA events on GPU, warm-up then repeated ``time.perf_counter`` on CPU.
+
+    Args:
+        fn: the call to time (no arguments).
+        warmup: calls before timing starts (compilation, caches, autotuning).
+        repeats: exact number of timed calls; by default, as many as fit in ``min_time`` seconds
+            (at least 3, at most ``max_repeats``).
+        min_time: target total timed duration when ``repeats`` is None.
+        max_repeats: cap on the adaptive number of calls.
+        device: ``"cuda"`` to use CUDA events; default: CUDA when available.
+
+    Returns:
+        A :class:`Timing` in seconds.
+    """
+    if warmup < 0:
+        raise ValueError(f"warmup: expected >= 0, got {warmup}")
+    if repeats is not None and repeats < 1:
+        raise ValueError(f"repeats: expected >= 1, got {repeats}")
+    dev = torch.device(device) if device is not None else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    for _ in range(warmup):
+        fn()
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+
+    def one() -> float:
+        if dev.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            torch.cuda.synchronize()
+            return start.elapsed_time(end) / 1e3
+        t0 = time.perf_counter()
+        fn()
+        return time.perf_counter() - t0
+
+    samples = [one()]
+    if repeats is None:
+        n = int(min(max_repeats, max(3, min_time / max(samples[0], 1e-9))))
+    else:
+        n = repeats
+    samples += [one() for _ in range(n - 1)]
+    return Timing(
+        median=statistics.median(samples),
+        p20=_quantile(samples, 0.2),
+        p80=_quantile(samples, 0.8),
+        repeats=len(samples),
+        device=dev.type,
+    )
+
+
+# ----------------------------------------------------------------------------- memory
+
+
+def peak_memory_cuda(fn: Callable[[], Any], device: int | None = None) -> int:
+    """Peak CUDA allocator bytes during ``fn()`` above what was allocated before it."""
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    before = torch.cuda.memory_allocated(device)
+    fn()
+    torch.cuda.synchronize(device)
+    return torch.cuda.max_memory_allocated(device) - before
+
+
+_RSS_PROBE = r"""
+import json, resource, sys
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+{setup}
+mid = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+{code}
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print("__RSS__" + json.dumps({{"base": base * 1024, "after_setup": mid * 1024, "peak": peak * 1024}}))
+"""
+
+
+def peak_rss_subprocess(code: str, setup: str = "import torch", timeout: float = 600) -> dict[str, int]:
+    """Peak resident memory of running ``code`` in a fresh Python process, in bytes.
+
+    ``setup`` runs first (imports, inputs); ``code`` is what is measured. Because ``ru_maxrss`` only
+    grows, the cost of ``code`` is ``peak − after_setup`` (reported as ``"delta"``); that is exact
+    when ``code`` is what raises the peak, which holds when it allocates more than ``setup`` freed.
+
+    Returns:
+        ``{"base", "after_setup", "peak", "delta"}`` in bytes.
+    """
+    import textwrap
+
+    script = _RSS_PROBE.format(setup=textwrap.dedent(setup), code=textwrap.dedent(code))
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"peak_rss_subprocess: the measured code failed:\n{proc.stderr[-2000:]}")
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("__RSS__"))
+    out = json.loads(line[len("__RSS__"):])
+    out["delta"] = out["peak"] - out["after_setup"]
+    return out
+
+
+# ----------------------------------------------------------------------------- roofline
+
+
+def roofline(
+    device: str | torch.device | None = None,
+    matmul_size: int | None = None,
+    copy_bytes: int | None = None,
+) -> dict[str, float]:
+    """Measure this machine's own limits: fp32 matmul FLOP/s, copy bandwidth, on GPU bf16 FLOP/s.
+
+    Bandwidth counts bytes read plus bytes written of a large ``Tensor.copy_``. Packages quote
+    their kernels as a fraction of these numbers.
+
+    Returns:
+        ``{"fp32_flops": FLOP/s, "bandwidth": bytes/s, "bf16_flops": FLOP/s (GPU only),
+        "matmul_size": n, "copy_bytes": bytes}``.
+    """
+    dev = torch.device(device) if device is not None else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    gpu = dev.type == "cuda"
+    n = matmul_size or (8192 if gpu else 2048)
+    nbytes = copy_bytes or ((1 << 30) if gpu else (256 << 20))
+    out: dict[str, float] = {"matmul_size": float(n), "copy_bytes": float(nbytes)}
+    a = torch.randn(n, n, device=dev)
+    b = torch.randn(n, n, device=dev)
+    c = torch.empty(n, n, device=dev)
+    t = time_fn(lambda: torch.mm(a, b, out=c), warmup=2, min_time=1.0, max_repeats=50, device=dev)
+    out["fp32_flops"] = 2 * n**3 / t.median
+    if gpu:
+        a16, b16 = a.bfloat16(), b.bfloat16()
+        t = time_fn(lambda: torch.mm(a16, b16), warmup=3, min_time=1.0, device=dev)
+        out["bf16_flops"] = 2 * n**3 / t.median
+    del a, b, c
+    src = torch.empty(nbytes // 4, dtype=torch.float32, device=dev).fill_(1.0)
+    dst = torch.empty_like(src)
+    t = time_fn(lambda: dst.copy_(src), warmup=2, min_time=1.0, max_repeats=50, device=dev)
+    out["bandwidth"] = 2 * nbytes / t.median
+    return out
+
+
+# ----------------------------------------------------------------------------- suites
+
+
+@dataclasses.dataclass
+class Context:
+    """What a case receives: the mode, where to write files, and :meth:`record`."""
+
+    suite: str
+    case: str
+    mode: Mode
+    out_dir: Path
+    results: list[BenchResult] = dataclasses.field(default_factory=list)
+    log: Callable[[str], None] = print
+
+    @property
+    def quick(self) -> bool:
+        return self.mode == "quick"
+
+    def record(
+        self,
+        metric: str,
+        value: float,
+        unit: str,
+        baseline: str | None = None,
+        baseline_value: float | None = None,
+        lower_is_better: bool = True,
+        **params: Any,
+    ) -> BenchResult:
+        """Record one number (and its same-run baseline); ``params`` describe the configuration."""
+        r = BenchResult(
+            suite=self.suite,
+            case=self.case,
+            metric=metric,
+            value=float(value),
+            unit=unit,
+            baseline=baseline,
+            baseline_value=None if baseline_value is None else float(baseline_value),
+            lower_is_better=lower_is_better,
+            params=params,
+        )
+        self.results.append(r)
+        return r
+
+    def path(self, name: str) -> Path:
+        """A file path under the output directory for plots and extra artefacts of this case."""
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        return self.out_dir / name
+
+
+@dataclasses.dataclass
+class Case:
+    """One benchmark case: a ``speed`` or ``quality`` measurement runnable in some modes."""
+
+    name: str
+    kind: Kind
+    fn: Callable[[Context], Any]
+    modes: tuple[str, ...] = ("quick", "full")
+    description: str = ""
+
+    def run(self, suite: str, mode: Mode, out_dir: Path, log: Callable[[str], None] = print) -> list[BenchResult]:
+        ctx = Context(suite=suite, case=self.name, mode=mode, out_dir=Path(out_dir), log=log)
+        returned = self.fn(ctx)
+        if isinstance(returned, Iterable) and not isinstance(returned, (str, bytes)):
+            for r in returned:
+                if isinstance(r, BenchResult) and r not in ctx.results:
+                    ctx.results.append(r)
+        return ctx.results
+
+
+@dataclasses.dataclass
+class Suite:
+    """A package's benchmark suite, registered under the ``neurips25.benchmarks`` entry-point group."""
+
+    name: str
+    paper: str
+    url: str = ""
+    cases: list[Case] = dataclasses.field(default_factory=list)
+
+    def case(self, name: str, kind: Kind, modes: Sequence[str] = ("quick", "full"), description: str = ""):
+        """Decorator declaring a case: ``@SUITE.case("speed_fwd", kind="speed")``."""
+        if kind not in ("speed", "quality"):
+            raise ValueError(f"kind: expected 'speed' or 'quality', got {kind!r}")
+        bad = set(modes) - {"quick", "full"}
+        if bad:
+            raise ValueError(f"modes: expected a subset of ('quick', 'full'), got {sorted(bad)}")
+        if any(c.name == name for c in self.cases):
+            raise ValueError(f"name: case {name!r} already declared in suite {self.name!r}")
+
+        def wrap(fn: Callable[[Context], Any]) -> Callable[[Context], Any]:
+            self.cases.append(Case(name, kind, fn, tuple(modes), description or (fn.__doc__ or "").strip().split("\n")[0]))
+            return fn
+
+        return wrap
+
+    def cases_for(self, mode: Mode) -> list[Case]:
+        return [c for c in self.cases if mode in c.modes]

@@ -1,0 +1,30 @@
+"""The core's own benchmark suite, ``core``: this machine's roofline (matmul FLOP/s, bandwidth)."""
+
+from __future__ import annotations
+
+from neurips25_core.bench import Context, Suite, roofline
+
+SUITE = Suite(
+    name="core",
+    paper="neurips25 core: the machine's roofline that every package quotes its kernels against",
+    url="",
+)
+
+
+@SUITE.case("roofline", kind="speed")
+def roofline_case(ctx: Context) -> None:
+    """fp32 matmul FLOP/s and copy bandwidth (bytes read + written); bf16 FLOP/s on GPU."""
+    size = 1024 if ctx.quick else 4096
+    copy = (64 << 20) if ctx.quick else (1 << 30)
+    import torch
+
+    if torch.cuda.is_available():
+        size, copy = (4096, 256 << 20) if ctx.quick else (8192, 2 << 30)
+    r = roofline(matmul_size=size, copy_bytes=copy)
+    ctx.record("fp32_matmul", r["fp32_flops"] / 1e9, "GFLOP/s", lower_is_better=False, n=size)
+    if "bf16_flops" in r:
+        ctx.record("bf16_matmul", r["bf16_flops"] / 1e9, "GFLOP/s", lower_is_better=False, n=size)
+    ctx.record("copy_bandwidth", r["bandwidth"] / 1e9, "GB/s", lower_is_better=False, bytes=copy)
+    ctx.record(
+        "machine_balance", r["fp32_flops"] / r["bandwidth"], "FLOP/byte", lower_is_better=False,
+    )
