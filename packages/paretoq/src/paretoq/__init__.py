@@ -1,3 +1,13 @@
-"""ParetoQ: Scaling Laws in Extremely Low-bit LLM Quantization (NeurIPS 2025)."""
+"""ParetoQ: Scaling Laws in Extremely Low-bit LLM Quantization (NeurIPS 2025).
 
-__all__: list[str] = []
+Learnable-scale QAT of LLM weights at 1, 1.58 (ternary), 2, 3 and 4 bits with the official
+quantizers (sign, Stretched Elastic Quant, LSQ), a ``quantize_`` for transformers models, and an
+export to int32-packed low-bit weights with a packed matmul (Triton on CUDA, torch on CPU).
+"""
+
+from paretoq.ops import alpha_init, quantize_weight
+
+__all__ = [
+    "alpha_init",
+    "quantize_weight",
+]

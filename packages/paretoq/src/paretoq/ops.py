@@ -1,1 +1,241 @@
-"""Public ops of paretoq: argument checks, autograd functions and backend dispatch."""
+"""Public ops of ParetoQ: argument checks, the quantizer autograd functions and backend dispatch.
+
+The three quantizers follow the official code (facebookresearch/ParetoQ, ``models/utils_quant.py``):
+
+- 1 bit: ``W_q = α·sign(W)``; α is initialised to ``mean|W|``.
+- 1.58 (ternary) and 2 bits: Stretched Elastic Quant (SEQ), ``Q(x) = (round(clip(x, ±0.99)·n − s) + s)/n``
+  with ``(n, s) = (1.5, 0)`` (levels ``{−2/3, 0, 2/3}``) or ``(2, 0.5)`` (levels ``{±1/4, ±3/4}``).
+- 3 and 4 bits: LSQ, ``Q(x) = clamp(round(x), −2^(b−1), 2^(b−1) − 1)``.
+
+Gradients are straight-through, with LSQ's gradient scale ``1/sqrt(numel(W)·Qp)`` on α. See
+:mod:`paretoq.reference` for the closed forms.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from paretoq.reference import ALPHA_EPS, SEQ_CLIP, SUPPORTED_BITS, grad_scale
+
+__all__ = [
+    "TERNARY_ALPHA_GRADS",
+    "alpha_init",
+    "check_bits",
+    "quantize_weight",
+]
+
+#: Accepted values of ``ternary_alpha_grad``.
+TERNARY_ALPHA_GRADS = ("paretoq", "exact")
+_ALL_BITS = (*SUPPORTED_BITS, 16)
+
+
+def check_bits(bits: Any, name: str = "bits") -> float:
+    """Validate a bit width and return it canonically (``1, 1.58, 2, 3, 4`` or ``16``).
+
+    Raises:
+        TypeError: ``bits`` is not a real number (``bool`` is rejected).
+        ValueError: ``bits`` is not one of 1, 1.58, 2, 3, 4, 16.
+    """
+    if isinstance(bits, bool) or not isinstance(bits, (int, float)):
+        raise TypeError(f"{name}: expected a number in {_ALL_BITS}, got {type(bits).__name__} {bits!r}")
+    if bits == 0:
+        raise ValueError(f"{name}: got 0; ternary is spelled 1.58 here (the official code's w_bits=0)")
+    for b in _ALL_BITS:
+        if bits == b:
+            return b
+    raise ValueError(f"{name}: expected one of {_ALL_BITS}, got {bits!r}")
+
+
+def _check_ternary_alpha_grad(mode: Any) -> str:
+    if mode not in TERNARY_ALPHA_GRADS:
+        raise ValueError(f"ternary_alpha_grad: expected one of {TERNARY_ALPHA_GRADS}, got {mode!r}")
+    return mode
+
+
+def _check_weight_alpha(w: Any, alpha: Any, *, check_values: bool = True) -> None:
+    if not isinstance(w, torch.Tensor):
+        raise TypeError(f"w: expected a torch.Tensor, got {type(w).__name__}")
+    if w.dim() != 2:
+        raise ValueError(f"w: expected a 2-D weight (out_features, in_features), got shape {tuple(w.shape)}")
+    if not w.is_floating_point():
+        raise TypeError(f"w: expected a floating dtype, got {w.dtype}")
+    if not isinstance(alpha, torch.Tensor):
+        raise TypeError(f"alpha: expected a torch.Tensor of shape ({w.shape[0]}, 1), got {type(alpha).__name__}")
+    if tuple(alpha.shape) != (w.shape[0], 1):
+        raise ValueError(f"alpha: expected shape ({w.shape[0]}, 1) (one scale per output row of w), got {tuple(alpha.shape)}")
+    if not alpha.is_floating_point():
+        raise TypeError(f"alpha: expected a floating dtype, got {alpha.dtype}")
+    if alpha.device != w.device:
+        raise ValueError(f"alpha: expected device {w.device} (that of w), got {alpha.device}")
+    if check_values and not bool(torch.isfinite(alpha).all()):
+        raise ValueError("alpha: contains NaN or Inf")
+
+
+def _clamp_alpha(alpha: torch.Tensor) -> torch.Tensor:
+    # Official: torch.where(alpha > eps, alpha, eps); clamp gives the same values (and NaN stays NaN).
+    return torch.clamp(alpha, min=ALPHA_EPS)
+
+
+class _BinaryQuant(torch.autograd.Function):
+    """1 bit: ``α·sign(W)``; ``∂W = 1[|W/α| ≤ 1]·G``, ``∂α = Σ_row g·sign(W)·G``."""
+
+    @staticmethod
+    def forward(ctx, w: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
+        a = _clamp_alpha(alpha)
+        ctx.save_for_backward(w, a)
+        return torch.sign(w) * a
+
+    @staticmethod
+    def backward(ctx, grad_out: torch.Tensor):
+        w, a = ctx.saved_tensors
+        g = grad_scale(w.numel(), 1)
+        x = w / a
+        inside = (x >= -1.0) & (x <= 1.0)
+        grad_w = grad_out * inside.to(grad_out.dtype)
+        grad_alpha = (torch.sign(w) * grad_out * g).sum(dim=-1, keepdim=True)
+        return grad_w, grad_alpha
+
+
+class _LsqQuant(torch.autograd.Function):
+    """3/4 bits: ``α·clamp(round(W/α), Qn, Qp)`` with LSQ's straight-through gradients."""
+
+    @staticmethod
+    def forward(ctx, w: torch.Tensor, alpha: torch.Tensor, bits: int) -> torch.Tensor:
+        a = _clamp_alpha(alpha)
+        qn, qp = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+        ctx.save_for_backward(w, a)
+        ctx.bits = bits
+        return torch.clamp(torch.round(w / a), qn, qp) * a
+
+    @staticmethod
+    def backward(ctx, grad_out: torch.Tensor):
+        w, a = ctx.saved_tensors
+        bits = ctx.bits
+        qn, qp = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+        g = grad_scale(w.numel(), bits)
+        x = w / a
+        small, big = x < qn, x > qp
+        middle = ~(small | big)
+        sat = torch.where(small, torch.full_like(x, qn), torch.full_like(x, qp))
+        per_elem = torch.where(middle, torch.round(x) - x, sat)
+        grad_alpha = (per_elem * grad_out * g).sum(dim=-1, keepdim=True)
+        grad_w = grad_out * middle.to(grad_out.dtype)
+        return grad_w, grad_alpha, None
+
+
+class _StretchedElasticQuant(torch.autograd.Function):
+    """1.58/2 bits: SEQ, equal bins over ``[−α, α]`` with levels at the bin centres."""
+
+    @staticmethod
+    def forward(ctx, w: torch.Tensor, alpha: torch.Tensor, bits: float, exact: bool) -> torch.Tensor:
+        a = _clamp_alpha(alpha)
+        n, s = (1.5, 0.0) if bits == 1.58 else (2.0, 0.5)
+        ctx.save_for_backward(w, a)
+        ctx.bits, ctx.exact = bits, exact
+        q = (torch.round(torch.clamp(w / a, -SEQ_CLIP, SEQ_CLIP) * n - s) + s) / n
+        return q * a
+
+    @staticmethod
+    def backward(ctx, grad_out: torch.Tensor):
+        w, a = ctx.saved_tensors
+        bits, exact = ctx.bits, ctx.exact
+        n, s = (1.5, 0.0) if bits == 1.58 else (2.0, 0.5)
+        # Official Qp = (n − s)/n: 1 for ternary although the output saturates at 2/3 (the quirk).
+        qp = 2.0 / 3.0 if (bits == 1.58 and exact) else (n - s) / n
+        g = grad_scale(w.numel(), bits)
+        x = w / a
+        small, big = x < -SEQ_CLIP, x > SEQ_CLIP
+        middle = ~(small | big)
+        q = (torch.round(torch.clamp(x, -SEQ_CLIP, SEQ_CLIP) * n - s) + s) / n
+        # Scalars in torch.where would make a float32 tensor: build the saturated values in x's dtype.
+        sat = torch.where(small, torch.full_like(x, -qp), torch.full_like(x, qp))
+        per_elem = torch.where(middle, q - x, sat)
+        grad_alpha = (per_elem * grad_out * g).sum(dim=-1, keepdim=True)
+        grad_w = grad_out * middle.to(grad_out.dtype)
+        return grad_w, grad_alpha, None, None
+
+
+def _quantize_unchecked(w: torch.Tensor, alpha: torch.Tensor | None, bits: float, exact: bool) -> torch.Tensor:
+    if bits >= 16:
+        return w
+    if bits == 1:
+        return _BinaryQuant.apply(w, alpha)
+    if bits in (1.58, 2):
+        return _StretchedElasticQuant.apply(w, alpha, bits, exact)
+    return _LsqQuant.apply(w, alpha, int(bits))
+
+
+def quantize_weight(
+    w: torch.Tensor,
+    alpha: torch.Tensor | None,
+    bits: float,
+    *,
+    ternary_alpha_grad: str = "paretoq",
+) -> torch.Tensor:
+    """ParetoQ's weight quantizer ``W_q = α·Q(W/α)`` with straight-through gradients for W and α.
+
+    Args:
+        w: latent full-precision weight, shape ``(out_features, in_features)``, floating.
+        alpha: learnable per-row scale, shape ``(out_features, 1)``, same device as ``w``; clamped
+            to ``≥ 1e-5`` in the forward (its gradient is not masked by the clamp, as in the
+            official code). Ignored (may be ``None``) when ``bits == 16``.
+        bits: 1, 1.58 (ternary), 2, 3 or 4; 16 returns ``w`` unchanged.
+        ternary_alpha_grad: ``"paretoq"`` (default, the official code: the saturated-region
+            α-gradient of ternary is ±1, 1.5× the true derivative) or ``"exact"`` (±2/3).
+
+    Returns:
+        ``W_q``, shape and dtype of ``w``.
+
+    Raises:
+        ValueError: unsupported ``bits``, ``w`` not 2-D, ``alpha`` not ``(out, 1)`` or not finite.
+        TypeError: non-tensor or non-floating inputs.
+
+    Example:
+        >>> import torch, paretoq
+        >>> w = torch.randn(4, 8)
+        >>> alpha = paretoq.alpha_init(w, 2)
+        >>> paretoq.quantize_weight(w, alpha, 2).shape
+        torch.Size([4, 8])
+    """
+    bits = check_bits(bits)
+    mode = _check_ternary_alpha_grad(ternary_alpha_grad)
+    if bits >= 16:
+        if not isinstance(w, torch.Tensor):
+            raise TypeError(f"w: expected a torch.Tensor, got {type(w).__name__}")
+        return w
+    _check_weight_alpha(w, alpha)
+    return _quantize_unchecked(w, alpha, bits, mode == "exact")
+
+
+def alpha_init(w: torch.Tensor, bits: float) -> torch.Tensor:
+    """The official per-row α initialisation for ``bits`` (``train.py``), shape ``(out, 1)``.
+
+    1 bit: ``mean|W|``; 1.58 and 2 bits: ``max|W|``; 3 and 4 bits: ``max|W| / (2^(b−1) − 1)``.
+
+    Args:
+        w: weight, shape ``(out_features, in_features)``.
+        bits: 1, 1.58, 2, 3 or 4.
+
+    Returns:
+        A detached tensor of shape ``(out_features, 1)`` with ``w``'s dtype and device.
+    """
+    bits = check_bits(bits)
+    if bits >= 16:
+        raise ValueError("bits: 16 has no scale to initialise")
+    if not isinstance(w, torch.Tensor) or w.dim() != 2:
+        raise ValueError(f"w: expected a 2-D tensor, got {getattr(w, 'shape', type(w).__name__)}")
+    w = w.detach()
+    if bits == 1:
+        return w.abs().mean(dim=-1, keepdim=True)
+    amax = w.abs().amax(dim=-1, keepdim=True)
+    if bits in (1.58, 2):
+        return amax
+    return amax / (2 ** (int(bits) - 1) - 1)
+
+
+def bits_per_weight(bits: float) -> float:
+    """Information content per weight: ``log2(3)`` for ternary, ``bits`` otherwise."""
+    return math.log2(3) if bits == 1.58 else float(bits)
