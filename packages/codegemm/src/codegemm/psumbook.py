@@ -1,0 +1,146 @@
+"""Batched torch implementations used on CPU: dequantize-then-matmul (the baseline) and the Psumbook GEMM.
+
+Psumbook (the method). For a K-tile of ``t`` inputs, the table of every centroid's inner product
+with every activation sub-vector, ``P[j, k, c, n] = ⟨x[n, jv:(j+1)v], B_k[c]⟩`` (``t/v · m · C``
+rows of N values), is one small batched matmul. The codes then pick rows of it:
+``F.embedding_bag(mode="sum")`` with one bag per (output row, scale segment) adds the
+``m · segment/v`` selected N-vectors, and the per-group scales are applied once per bag through a
+batched ``baddbmm``. The bag indices (code + offset of its (j, k) block) depend only on the codes, so
+a :class:`PsumbookPlan` computes them once per layer and modules cache it.
+
+Dequant (the baseline). ``F.embedding_bag`` over the flattened codebooks rebuilds ``Ŵ [M, K]``
+(AQLM's ``_dequantize_weight``), the group scales multiply it, then ``F.linear``.
+
+Both accumulate in float32 (float64 when x is float64).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+import torch.nn.functional as F
+
+__all__ = ["PsumbookPlan", "dequant_matmul", "dequantize", "make_plan", "psumbook_matmul", "resolve_tile"]
+
+
+def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def dequantize(
+    codes: torch.Tensor, codebooks: torch.Tensor, scales: torch.Tensor, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
+    """Rebuild ``Ŵ [M, K]`` in ``dtype`` from codes ``[M, K/v, m]``, codebooks ``[m, C, v]``, scales ``[M, K/g]``."""
+    rows, num_vectors, m = codes.shape
+    _, size, v = codebooks.shape
+    k = num_vectors * v
+    groups = scales.shape[1]
+    flat = codebooks.to(dtype).reshape(m * size, v)
+    offsets = torch.arange(m, device=codes.device, dtype=torch.int64) * size
+    index = (codes.to(torch.int64) + offsets).reshape(rows * num_vectors, m)
+    unscaled = F.embedding_bag(index, flat, mode="sum")  # [M*K/v, v]
+    weight = unscaled.view(rows, groups, k // groups) * scales.to(dtype).unsqueeze(-1)
+    return weight.view(rows, k)
+
+
+def dequant_matmul(
+    x: torch.Tensor, codes: torch.Tensor, codebooks: torch.Tensor, scales: torch.Tensor
+) -> torch.Tensor:
+    """The baseline: ``F.linear(x, dequantize(...))``; x ``[N, K]`` -> ``[N, M]`` in x's compute dtype."""
+    dtype = _compute_dtype(x.dtype)
+    return F.linear(x.to(dtype), dequantize(codes, codebooks, scales, dtype))
+
+
+def resolve_tile(in_features: int, vector_size: int, group_size: int, tile_k: int | None) -> int:
+    """The K-tile actually used: ``tile_k`` rounded so that tiles hold whole groups or divide one.
+
+    ``None`` means one tile over all of K. A tile of at least g inputs is rounded down to a multiple
+    of g; a smaller one to the largest multiple of v that divides g.
+    """
+    if tile_k is None or tile_k >= in_features:
+        return in_features
+    if tile_k < vector_size:
+        raise ValueError(f"tile_k: expected >= vector_size={vector_size}, got {tile_k}")
+    if tile_k >= group_size:
+        return (tile_k // group_size) * group_size
+    per_group = group_size // vector_size
+    best = 1
+    for d in range(1, per_group + 1):
+        if per_group % d == 0 and d * vector_size <= tile_k:
+            best = d
+    return best * vector_size
+
+
+@dataclasses.dataclass
+class PsumbookPlan:
+    """Per-layer gather indices of the torch Psumbook, computed once from the codes.
+
+    Attributes:
+        tile: inputs per K-tile (the last tile may be shorter).
+        segment: inputs per bag, ``min(g, tile)``; one scale per bag.
+        bounds: ``(k0, k1)`` of every tile.
+        indices: per tile, int64 ``[M * segments, m * segment / v]``: row ``(j - j0)·m·C + k·C + code``
+            of the tile's table for each code in the bag.
+        groups: per tile, int64 ``[segments]``: the scale group of each segment.
+    """
+
+    tile: int
+    segment: int
+    bounds: list[tuple[int, int]]
+    indices: list[torch.Tensor]
+    groups: list[torch.Tensor]
+
+
+def make_plan(codes: torch.Tensor, codebook_size: int, vector_size: int, group_size: int, tile_k: int | None = None) -> PsumbookPlan:
+    """Build the :class:`PsumbookPlan` of codes ``[M, K/v, m]`` (C, v and g given)."""
+    rows, num_vectors, m = codes.shape
+    k = num_vectors * vector_size
+    tile = resolve_tile(k, vector_size, group_size, tile_k)
+    segment = min(group_size, tile)
+    bounds, indices, groups = [], [], []
+    device = codes.device
+    for k0 in range(0, k, tile):
+        k1 = min(k0 + tile, k)
+        j0, j1 = k0 // vector_size, k1 // vector_size
+        local = torch.arange(j1 - j0, device=device, dtype=torch.int64).view(-1, 1) * m
+        block = (local + torch.arange(m, device=device, dtype=torch.int64)) * codebook_size
+        index = codes[:, j0:j1, :].to(torch.int64) + block  # [M, J_t, m]
+        segments = (k1 - k0) // segment
+        bounds.append((k0, k1))
+        indices.append(index.reshape(rows * segments, -1).contiguous())
+        groups.append((k0 + torch.arange(segments, device=device) * segment) // group_size)
+    return PsumbookPlan(tile, segment, bounds, indices, groups)
+
+
+def psumbook_matmul(
+    x: torch.Tensor,
+    codebooks: torch.Tensor,
+    scales: torch.Tensor,
+    plan: PsumbookPlan,
+) -> torch.Tensor:
+    """The Psumbook GEMM: x ``[N, K]`` -> ``[N, M]`` (x's compute dtype), any N.
+
+    Args:
+        x: activations ``[N, K]``.
+        codebooks: ``[m, C, v]``.
+        scales: ``[M, K/g]``.
+        plan: from :func:`make_plan` on the layer's codes.
+    """
+    dtype = _compute_dtype(x.dtype)
+    n = x.shape[0]
+    m, size, v = codebooks.shape
+    rows = scales.shape[0]
+    x = x.to(dtype)
+    flat = codebooks.to(dtype).reshape(m * size, v)
+    scales = scales.to(dtype)
+    out = torch.zeros(rows, 1, n, dtype=dtype, device=x.device)
+    for (k0, k1), index, groups in zip(plan.bounds, plan.indices, plan.groups):
+        vectors = (k1 - k0) // v
+        # [J_t, v, N]: one (v × N) activation block per sub-vector position.
+        x_tile = x[:, k0:k1].reshape(n, vectors, v).permute(1, 2, 0)
+        table = torch.matmul(flat, x_tile).reshape(vectors * m * size, n)  # rows (j, k, c)
+        bags = F.embedding_bag(index, table, mode="sum")  # [M * segments, N]
+        segments = groups.numel()
+        out.baddbmm_(scales[:, groups].unsqueeze(1), bags.view(rows, segments, n))
+    return out.view(rows, n).t()
