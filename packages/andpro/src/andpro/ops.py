@@ -1,1 +1,0 @@
-"""Public ops of andpro: argument checks, autograd functions and backend dispatch."""
