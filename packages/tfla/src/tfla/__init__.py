@@ -1,3 +1,9 @@
-"""Tiled Flash Linear Attention: More Efficient Linear RNN and xLSTM Kernels (NeurIPS 2025)."""
+"""Tiled Flash Linear Attention: More Efficient Linear RNN and xLSTM Kernels (NeurIPS 2025).
 
-__all__: list[str] = []
+The mLSTM (mLSTMexp and mLSTMsig) with chunkwise TFLA kernels: :func:`mlstm` is the op (Triton on
+CUDA, torch chunkwise on CPU), :mod:`tfla.reference` holds the recurrent and parallel references.
+"""
+
+from tfla.ops import mlstm
+
+__all__ = ["mlstm"]

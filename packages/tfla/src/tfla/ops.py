@@ -1,1 +1,164 @@
-"""Public ops of tfla: argument checks, autograd functions and backend dispatch."""
+"""Public ops of tfla: argument checks and backend dispatch.
+
+:func:`mlstm` is the one entry point. ``backend="auto"`` runs the Triton TFLA kernels on CUDA tensors
+and the torch chunkwise implementation on CPU tensors; ``"triton"``, ``"torch"`` and ``"reference"``
+force a path (``"triton"`` on CPU tensors needs ``TRITON_INTERPRET=1``). Triton is imported lazily.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from neurips25_core.device import triton_available, triton_interpret, use_triton_for
+
+__all__ = ["mlstm"]
+
+_VARIANTS = ("exp", "sig")
+_BACKENDS = ("auto", "triton", "torch", "reference")
+_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def _shape(t: torch.Tensor) -> tuple[int, ...]:
+    return tuple(t.shape)
+
+
+def _check_tensor(name: str, t, ndim: int) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+    if t.dtype not in _FLOATS:
+        raise TypeError(f"{name}: expected a floating dtype (float16, bfloat16, float32, float64), got {t.dtype}")
+    if t.dim() != ndim:
+        raise ValueError(f"{name}: expected {ndim} dimensions, got shape {_shape(t)}")
+
+
+def _check_args(q, k, v, i, f, variant, chunk_size, normalize, c0, n0, m0, eps, backend) -> None:
+    _check_tensor("q", q, 4)
+    B, H, S, Dk = q.shape
+    _check_tensor("k", k, 4)
+    if k.shape != q.shape:
+        raise ValueError(f"k: expected the shape of q {_shape(q)} (B, H, S, Dqk), got {_shape(k)}")
+    _check_tensor("v", v, 4)
+    if v.shape[:3] != q.shape[:3]:
+        raise ValueError(f"v: expected shape (B, H, S, Dv) = ({B}, {H}, {S}, Dv), got {_shape(v)}")
+    _check_tensor("i", i, 3)
+    if i.shape != q.shape[:3]:
+        raise ValueError(f"i: expected shape (B, H, S) = ({B}, {H}, {S}), got {_shape(i)}")
+    _check_tensor("f", f, 3)
+    if f.shape != q.shape[:3]:
+        raise ValueError(f"f: expected shape (B, H, S) = ({B}, {H}, {S}), got {_shape(f)}")
+    for name, t in (("k", k), ("v", v)):
+        if t.dtype != q.dtype:
+            raise TypeError(f"{name}: expected the dtype of q ({q.dtype}), got {t.dtype}")
+    for name, t in (("k", k), ("v", v), ("i", i), ("f", f)):
+        if t.device != q.device:
+            raise ValueError(f"{name}: expected the device of q ({q.device}), got {t.device}")
+    if S < 1 or Dk < 1 or v.shape[-1] < 1:
+        raise ValueError(f"q/v: expected non-empty sequence and head dims, got q {_shape(q)}, v {_shape(v)}")
+    if variant not in _VARIANTS:
+        raise ValueError(f"variant: expected one of {_VARIANTS}, got {variant!r}")
+    if not isinstance(normalize, bool):
+        raise TypeError(f"normalize: expected a bool, got {type(normalize).__name__}")
+    if variant == "exp" and not normalize:
+        raise ValueError("normalize: False is only defined for variant='sig' (the unnormalised mLSTMexp output depends on the stabiliser m)")
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int):
+        raise TypeError(f"chunk_size: expected an int, got {type(chunk_size).__name__}")
+    if chunk_size < 16 or chunk_size & (chunk_size - 1):
+        raise ValueError(f"chunk_size: expected a power of two >= 16, got {chunk_size}")
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps >= 0:
+        raise ValueError(f"eps: expected a float >= 0, got {eps!r}")
+    Dv = v.shape[-1]
+    for name, t, shape in (("c0", c0, (B, H, Dk, Dv)), ("n0", n0, (B, H, Dk)), ("m0", m0, (B, H, 1))):
+        if t is None:
+            continue
+        _check_tensor(name, t, len(shape))
+        if tuple(t.shape) != shape:
+            raise ValueError(f"{name}: expected shape {shape}, got {_shape(t)}")
+        if t.device != q.device:
+            raise ValueError(f"{name}: expected the device of q ({q.device}), got {t.device}")
+    if variant == "sig" and m0 is not None and bool((m0 != 0).any()):
+        raise ValueError("m0: mLSTMsig has no stabiliser; expected None or zeros, got nonzero values")
+    if backend not in _BACKENDS:
+        raise ValueError(f"backend: expected one of {_BACKENDS}, got {backend!r}")
+    if backend == "triton":
+        if not triton_available():
+            raise ValueError("backend: 'triton' requested but triton is not installed")
+        if not q.is_cuda and not triton_interpret():
+            raise ValueError("backend: 'triton' needs CUDA tensors (or TRITON_INTERPRET=1 for CPU tensors), got tensors on " f"{q.device}")
+
+
+def mlstm(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    i: torch.Tensor,
+    f: torch.Tensor,
+    *,
+    variant: str = "exp",
+    chunk_size: int = 64,
+    normalize: bool = True,
+    c0: torch.Tensor | None = None,
+    n0: torch.Tensor | None = None,
+    m0: torch.Tensor | None = None,
+    return_last_state: bool = False,
+    eps: float = 1e-6,
+    detach_denominator: bool = False,
+    backend: str = "auto",
+):
+    """mLSTM cell over a sequence (mLSTMexp or mLSTMsig), chunkwise with TFLA kernels on GPU.
+
+    Args:
+        q: queries, (B, H, S, Dqk); scaled by 1/sqrt(Dqk) inside.
+        k: keys, (B, H, S, Dqk).
+        v: values, (B, H, S, Dv).
+        i: input-gate pre-activations, (B, H, S).
+        f: forget-gate pre-activations, (B, H, S) (the forget gate is σ(f)).
+        variant: ``"exp"`` (exponential input gate with max-stabiliser) or ``"sig"`` (sigmoid
+            input gate, no stabiliser).
+        chunk_size: chunk length, a power of two >= 16; any S is accepted.
+        normalize: divide by the normaliser (``False`` allowed for ``"sig"`` only).
+        c0: initial matrix memory, (B, H, Dqk, Dv); zeros when None.
+        n0: initial normaliser, (B, H, Dqk); zeros when None.
+        m0: initial stabiliser, (B, H, 1); zeros when None; must be None or zero for ``"sig"``.
+        return_last_state: also return the last state ``(C, n, m)``.
+        eps: added to the denominator.
+        detach_denominator: ``False`` (default) gives the exact gradient of the forward;
+            ``True`` treats the denominator ``max(|nᵀq̂|, ·) + eps`` as a constant in the backward,
+            the semantics of the official kernels (dv is the same, dq/dk/di/df differ).
+        backend: ``"auto"``, ``"triton"``, ``"torch"`` or ``"reference"``.
+
+    Returns:
+        h, (B, H, S, Dv), in the input dtype; with ``return_last_state`` also
+        ``(C (B,H,Dqk,Dv), n (B,H,Dqk), m (B,H,1))`` in float32 (float64 for float64 inputs).
+
+    Raises:
+        TypeError, ValueError: on bad arguments (checked before anything is computed).
+
+    Example:
+        >>> import torch, tfla
+        >>> q = k = torch.randn(1, 2, 40, 16); v = torch.randn(1, 2, 40, 8); i = f = torch.randn(1, 2, 40)
+        >>> h, (C, n, m) = tfla.mlstm(q, k, v, i, f, chunk_size=16, return_last_state=True)
+        >>> h.shape, C.shape
+        (torch.Size([1, 2, 40, 8]), torch.Size([1, 2, 16, 8]))
+    """
+    _check_args(q, k, v, i, f, variant, chunk_size, normalize, c0, n0, m0, eps, backend)
+    if variant == "sig":
+        m0 = None
+    if backend == "auto":
+        backend = "triton" if use_triton_for(q) else "torch"
+    kwargs = dict(variant=variant, normalize=normalize, c0=c0, n0=n0, m0=m0, eps=float(eps), detach_denominator=detach_denominator, return_last_state=return_last_state)
+    if backend == "reference":
+        from tfla.reference import mlstm_recurrent
+
+        out = mlstm_recurrent(q, k, v, i, f, **kwargs)
+        if return_last_state:
+            h, (C, n, m) = out
+            sdt = torch.float64 if q.dtype == torch.float64 else torch.float32
+            return h, (C.to(sdt), n.to(sdt), m.to(sdt))
+        return out
+    if backend == "torch":
+        from tfla.chunkwise import mlstm_chunkwise
+
+        return mlstm_chunkwise(q, k, v, i, f, chunk_size=chunk_size, **kwargs)
+    from tfla.kernels import mlstm_triton
+
+    return mlstm_triton(q, k, v, i, f, chunk_size=chunk_size, **kwargs)
