@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 MARKER = "# -- workspace members (tools/new_package.py keeps this list) --"
 NAME_RE = re.compile(r"^[a-z][a-z0-9]*$")
 
-PYPROJECT = '''[project]
+PYPROJECT = """[project]
 name = "{name}"
 version = "0.1.0"
 description = "{paper} (NeurIPS 2025), part of neurips25."
@@ -46,7 +46,7 @@ build-backend = "hatchling.build"
 
 [tool.hatch.build.targets.wheel]
 packages = ["src/{name}"]
-'''
+"""
 
 README = """# {name}
 

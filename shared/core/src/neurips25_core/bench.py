@@ -7,6 +7,7 @@ ratio measured side by side::
 
     SUITE = Suite(name="mypkg", paper="My Paper", url="https://arxiv.org/abs/...")
 
+
     @SUITE.case("matmul", kind="speed")
     def matmul(ctx):
         ours = time_fn(lambda: fast(x))
@@ -67,14 +68,20 @@ def _git_commit() -> str:
     try:
         out = subprocess.run(
             ["git", "rev-parse", "--short=12", "HEAD"],
-            capture_output=True, text=True, timeout=5, cwd=Path(__file__).parent,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            cwd=Path(__file__).parent,
         )
         commit = out.stdout.strip()
         if not commit:
             return "unknown"
         dirty = subprocess.run(
             ["git", "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True, text=True, timeout=5, cwd=Path(__file__).parent,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            cwd=Path(__file__).parent,
         ).stdout.strip()
         return commit + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
@@ -206,7 +213,9 @@ def markdown_table(results: Sequence[BenchResult]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_markdown(results: Sequence[BenchResult], path: str | Path, title: str | None = None) -> Path:
+def write_markdown(
+    results: Sequence[BenchResult], path: str | Path, title: str | None = None
+) -> Path:
     """Write results as a markdown page: a header with machine, versions, commit and date, then the table."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -250,7 +259,9 @@ def plot_lines(
     fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
     for name, ys in series.items():
         if errors and name in errors:
-            ax.errorbar(list(x), list(ys), yerr=list(errors[name]), marker="o", capsize=3, label=name)
+            ax.errorbar(
+                list(x), list(ys), yerr=list(errors[name]), marker="o", capsize=3, label=name
+            )
         else:
             ax.plot(list(x), list(ys), marker="o", label=name)
     ax.set_xlabel(xlabel)
@@ -355,7 +366,11 @@ def time_fn(
         raise ValueError(f"warmup: expected >= 0, got {warmup}")
     if repeats is not None and repeats < 1:
         raise ValueError(f"repeats: expected >= 1, got {repeats}")
-    dev = torch.device(device) if device is not None else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = (
+        torch.device(device)
+        if device is not None
+        else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    )
     for _ in range(warmup):
         fn()
     if dev.type == "cuda":
@@ -402,22 +417,54 @@ def peak_memory_cuda(fn: Callable[[], Any], device: int | None = None) -> int:
 
 
 _RSS_PROBE = r"""
-import json, resource, sys
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+import json, resource
+
+
+def _hwm():
+    # Linux: VmHWM is the peak RSS; writing 5 to clear_refs resets it to the current RSS, so the
+    # peak of the measured code is not hidden by a higher peak during setup (e.g. imports).
+    try:
+        for line in open("/proc/self/status"):
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _rss():
+    try:
+        for line in open("/proc/self/status"):
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return _hwm()
+
+
+base = _rss()
 {setup}
-mid = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+mid = _rss()
+try:
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+except OSError:
+    pass
 {code}
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print("__RSS__" + json.dumps({{"base": base * 1024, "after_setup": mid * 1024, "peak": peak * 1024}}))
+peak = _hwm()
+print("__RSS__" + json.dumps({{"base": base, "after_setup": mid, "peak": peak}}))
 """
 
 
-def peak_rss_subprocess(code: str, setup: str = "import torch", timeout: float = 600) -> dict[str, int]:
+def peak_rss_subprocess(
+    code: str, setup: str = "import torch", timeout: float = 600
+) -> dict[str, int]:
     """Peak resident memory of running ``code`` in a fresh Python process, in bytes.
 
-    ``setup`` runs first (imports, inputs); ``code`` is what is measured. Because ``ru_maxrss`` only
-    grows, the cost of ``code`` is ``peak − after_setup`` (reported as ``"delta"``); that is exact
-    when ``code`` is what raises the peak, which holds when it allocates more than ``setup`` freed.
+    ``setup`` runs first (imports, inputs); ``code`` is what is measured. On Linux the peak RSS
+    (``VmHWM``) is reset after ``setup`` through ``/proc/self/clear_refs``, so ``"delta"`` =
+    ``peak − after_setup`` is the extra memory the code needed at its peak. Elsewhere the process
+    peak (``ru_maxrss``) is used, which may include setup's own transient peak.
 
     Returns:
         ``{"base", "after_setup", "peak", "delta"}`` in bytes.
@@ -425,11 +472,13 @@ def peak_rss_subprocess(code: str, setup: str = "import torch", timeout: float =
     import textwrap
 
     script = _RSS_PROBE.format(setup=textwrap.dedent(setup), code=textwrap.dedent(code))
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"peak_rss_subprocess: the measured code failed:\n{proc.stderr[-2000:]}")
     line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("__RSS__"))
-    out = json.loads(line[len("__RSS__"):])
+    out = json.loads(line[len("__RSS__") :])
     out["delta"] = out["peak"] - out["after_setup"]
     return out
 
@@ -451,7 +500,11 @@ def roofline(
         ``{"fp32_flops": FLOP/s, "bandwidth": bytes/s, "bf16_flops": FLOP/s (GPU only),
         "matmul_size": n, "copy_bytes": bytes}``.
     """
-    dev = torch.device(device) if device is not None else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = (
+        torch.device(device)
+        if device is not None
+        else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    )
     gpu = dev.type == "cuda"
     n = matmul_size or (8192 if gpu else 2048)
     nbytes = copy_bytes or ((1 << 30) if gpu else (256 << 20))
@@ -465,7 +518,6 @@ def roofline(
         a16, b16 = a.bfloat16(), b.bfloat16()
         t = time_fn(lambda: torch.mm(a16, b16), warmup=3, min_time=1.0, device=dev)
         out["bf16_flops"] = 2 * n**3 / t.median
-    del a, b, c
     src = torch.empty(nbytes // 4, dtype=torch.float32, device=dev).fill_(1.0)
     dst = torch.empty_like(src)
     t = time_fn(lambda: dst.copy_(src), warmup=2, min_time=1.0, max_repeats=50, device=dev)
@@ -532,7 +584,9 @@ class Case:
     modes: tuple[str, ...] = ("quick", "full")
     description: str = ""
 
-    def run(self, suite: str, mode: Mode, out_dir: Path, log: Callable[[str], None] = print) -> list[BenchResult]:
+    def run(
+        self, suite: str, mode: Mode, out_dir: Path, log: Callable[[str], None] = print
+    ) -> list[BenchResult]:
         ctx = Context(suite=suite, case=self.name, mode=mode, out_dir=Path(out_dir), log=log)
         returned = self.fn(ctx)
         if isinstance(returned, Iterable) and not isinstance(returned, (str, bytes)):
@@ -551,7 +605,9 @@ class Suite:
     url: str = ""
     cases: list[Case] = dataclasses.field(default_factory=list)
 
-    def case(self, name: str, kind: Kind, modes: Sequence[str] = ("quick", "full"), description: str = ""):
+    def case(
+        self, name: str, kind: Kind, modes: Sequence[str] = ("quick", "full"), description: str = ""
+    ):
         """Decorator declaring a case: ``@SUITE.case("speed_fwd", kind="speed")``."""
         if kind not in ("speed", "quality"):
             raise ValueError(f"kind: expected 'speed' or 'quality', got {kind!r}")
@@ -562,7 +618,15 @@ class Suite:
             raise ValueError(f"name: case {name!r} already declared in suite {self.name!r}")
 
         def wrap(fn: Callable[[Context], Any]) -> Callable[[Context], Any]:
-            self.cases.append(Case(name, kind, fn, tuple(modes), description or (fn.__doc__ or "").strip().split("\n")[0]))
+            self.cases.append(
+                Case(
+                    name,
+                    kind,
+                    fn,
+                    tuple(modes),
+                    description or (fn.__doc__ or "").strip().split("\n")[0],
+                )
+            )
             return fn
 
         return wrap

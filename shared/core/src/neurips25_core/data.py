@@ -40,7 +40,11 @@ def stdlib_files(root: str | Path | None = None) -> list[Path]:
     base = Path(root) if root is not None else Path(sysconfig.get_paths()["stdlib"])
     if not base.is_dir():
         raise FileNotFoundError(f"root: the standard library directory {base} does not exist")
-    files = [f for f in base.rglob("*.py") if not (_EXCLUDED_PARTS & set(f.relative_to(base).parts)) and f.is_file()]
+    files = [
+        f
+        for f in base.rglob("*.py")
+        if not (_EXCLUDED_PARTS & set(f.relative_to(base).parts)) and f.is_file()
+    ]
     return sorted(files, key=lambda f: f.relative_to(base).as_posix())
 
 
@@ -89,7 +93,9 @@ class Corpus:
             raise ValueError(f"seq_len: expected >= 1, got {seq_len}")
         data = self.split(split)
         if data.numel() <= seq_len + 1:
-            raise ValueError(f"seq_len: {seq_len} too long for the {split} split of {data.numel()} bytes")
+            raise ValueError(
+                f"seq_len: {seq_len} too long for the {split} split of {data.numel()} bytes"
+            )
         starts = torch.randint(0, data.numel() - seq_len - 1, (batch_size,), generator=generator)
         idx = starts[:, None] + torch.arange(seq_len + 1)[None, :]
         window = data[idx].long()
@@ -149,7 +155,9 @@ def stdlib_corpus(val_fraction: float = 0.05, seed: int = 0, root: str | None = 
             train_parts.append(content)
             train_names.append(rel)
     if not train_parts or not val_parts:
-        raise ValueError(f"val_fraction: {val_fraction} leaves an empty split over {len(files)} files")
+        raise ValueError(
+            f"val_fraction: {val_fraction} leaves an empty split over {len(files)} files"
+        )
 
     def to_tensor(parts: list[bytes]) -> torch.Tensor:
         return torch.from_numpy(np.frombuffer(b"".join(parts), dtype=np.uint8).copy())

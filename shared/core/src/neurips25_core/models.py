@@ -120,7 +120,9 @@ def causal_lm_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), y.reshape(-1))
 
 
-def warmup_cosine(optimizer: torch.optim.Optimizer, total_steps: int, warmup: int, min_lr_ratio: float = 0.1):
+def warmup_cosine(
+    optimizer: torch.optim.Optimizer, total_steps: int, warmup: int, min_lr_ratio: float = 0.1
+):
     """``LambdaLR``: linear warm-up over ``warmup`` steps, then cosine decay to ``min_lr_ratio``·lr."""
     if total_steps < 1:
         raise ValueError(f"total_steps: expected >= 1, got {total_steps}")
@@ -131,7 +133,9 @@ def warmup_cosine(optimizer: torch.optim.Optimizer, total_steps: int, warmup: in
         if step < warmup:
             return (step + 1) / warmup
         progress = (step - warmup) / max(1, total_steps - warmup)
-        return min_lr_ratio + (1 - min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
+        return min_lr_ratio + (1 - min_lr_ratio) * 0.5 * (
+            1 + math.cos(math.pi * min(progress, 1.0))
+        )
 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
@@ -242,7 +246,9 @@ def train(
             result.losses.append(loss.item())
             result.tokens += y.numel()
             if eval_every and (step + 1) % eval_every == 0:
-                result.val_bpb.append((step + 1, evaluate_bpb(model, data, num_batches=eval_batches, loss_fn=loss_fn)))
+                result.val_bpb.append(
+                    (step + 1, evaluate_bpb(model, data, num_batches=eval_batches, loss_fn=loss_fn))
+                )
                 model.train()
             if bar is not None:
                 bar.update(1)
@@ -340,8 +346,15 @@ def pretrained_tiny_llama(
             meta = json.loads(meta_path.read_text())
         else:
             res = train(
-                model, corpus, steps, lr=lr, batch_size=batch_size, seq_len=seq_len, seed=seed,
-                progress=progress, desc=f"pretrain tiny llama {key}",
+                model,
+                corpus,
+                steps,
+                lr=lr,
+                batch_size=batch_size,
+                seq_len=seq_len,
+                seed=seed,
+                progress=progress,
+                desc=f"pretrain tiny llama {key}",
             )
             meta = {
                 "key": key,

@@ -15,7 +15,7 @@ SUITE = Suite(
 def roofline_case(ctx: Context) -> None:
     """fp32 matmul FLOP/s and copy bandwidth (bytes read + written); bf16 FLOP/s on GPU."""
     size = 1024 if ctx.quick else 4096
-    copy = (64 << 20) if ctx.quick else (1 << 30)
+    copy = (256 << 20) if ctx.quick else (1 << 30)
     import torch
 
     if torch.cuda.is_available():
@@ -26,5 +26,8 @@ def roofline_case(ctx: Context) -> None:
         ctx.record("bf16_matmul", r["bf16_flops"] / 1e9, "GFLOP/s", lower_is_better=False, n=size)
     ctx.record("copy_bandwidth", r["bandwidth"] / 1e9, "GB/s", lower_is_better=False, bytes=copy)
     ctx.record(
-        "machine_balance", r["fp32_flops"] / r["bandwidth"], "FLOP/byte", lower_is_better=False,
+        "machine_balance",
+        r["fp32_flops"] / r["bandwidth"],
+        "FLOP/byte",
+        lower_is_better=False,
     )

@@ -83,9 +83,14 @@ def assert_close(
         The measured relative error, so tests can also log it.
     """
     if not isinstance(out, torch.Tensor) or not isinstance(ref, torch.Tensor):
-        raise TypeError(f"{name}: expected tensors, got {type(out).__name__} and {type(ref).__name__}")
+        raise TypeError(
+            f"{name}: expected tensors, got {type(out).__name__} and {type(ref).__name__}"
+        )
     if rtol is None:
-        lower = min((out.dtype, ref.dtype), key=lambda d: torch.finfo(d).bits if d.is_floating_point or d.is_complex else 64)
+        lower = min(
+            (out.dtype, ref.dtype),
+            key=lambda d: torch.finfo(d).bits if d.is_floating_point or d.is_complex else 64,
+        )
         rtol = default_rtol(lower) if lower in _RTOL else 0.0
     if out.shape != ref.shape:
         raise AssertionError(f"{name}: shape {tuple(out.shape)} != reference {tuple(ref.shape)}")
@@ -132,7 +137,10 @@ def randn(
     """Seeded standard-normal tensor (drawn in float64 on CPU, so every dtype/device sees the same values)."""
     g = seeded_generator(seed)
     if dtype.is_complex:
-        x = torch.complex(torch.randn(*shape, generator=g, dtype=torch.float64), torch.randn(*shape, generator=g, dtype=torch.float64))
+        x = torch.complex(
+            torch.randn(*shape, generator=g, dtype=torch.float64),
+            torch.randn(*shape, generator=g, dtype=torch.float64),
+        )
         x = x / math.sqrt(2)
     else:
         x = torch.randn(*shape, generator=g, dtype=torch.float64)
@@ -140,13 +148,17 @@ def randn(
     return x.requires_grad_(requires_grad)
 
 
-def randint(low: int, high: int, *shape: int, seed: int = 0, device: str | torch.device = "cpu") -> torch.Tensor:
+def randint(
+    low: int, high: int, *shape: int, seed: int = 0, device: str | torch.device = "cpu"
+) -> torch.Tensor:
     """Seeded int64 tensor with values in ``[low, high)``."""
     g = seeded_generator(seed)
     return torch.randint(low, high, shape, generator=g).to(device)
 
 
-def poisoned_empty(*shape: int, dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu") -> torch.Tensor:
+def poisoned_empty(
+    *shape: int, dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu"
+) -> torch.Tensor:
     """An output buffer filled with NaN (or the most negative int) so unwritten entries are caught."""
     out = torch.empty(*shape, dtype=dtype, device=device)
     if dtype.is_floating_point or dtype.is_complex:
@@ -216,24 +228,46 @@ def check_forward_backward(
     errors: dict[str, float] = {}
     for i, (o, r) in enumerate(zip(out, ref)):
         errors[f"out{i}"] = assert_close(o, r.to(o.device), rtol=rtol, name=f"output {i}")
-    diff_out = [(o, r) for o, r in zip(out, ref) if (o.is_floating_point() or o.is_complex()) and o.requires_grad]
-    diff_in = [(n, x, r) for n, x, r in zip(names, inputs, ref_inputs) if isinstance(x, torch.Tensor) and x.requires_grad]
+    diff_out = [
+        (o, r)
+        for o, r in zip(out, ref)
+        if (o.is_floating_point() or o.is_complex()) and o.requires_grad
+    ]
+    diff_in = [
+        (n, x, r)
+        for n, x, r in zip(names, inputs, ref_inputs)
+        if isinstance(x, torch.Tensor) and x.requires_grad
+    ]
     if diff_out and diff_in:
         g = seeded_generator(seed)
         grads_o, grads_r = [], []
         for o, r in diff_out:
             if o.is_complex():
-                go = torch.complex(torch.randn(o.shape, generator=g, dtype=torch.float64), torch.randn(o.shape, generator=g, dtype=torch.float64))
+                go = torch.complex(
+                    torch.randn(o.shape, generator=g, dtype=torch.float64),
+                    torch.randn(o.shape, generator=g, dtype=torch.float64),
+                )
             else:
                 go = torch.randn(o.shape, generator=g, dtype=torch.float64)
             grads_o.append(go.to(o.device, o.dtype))
             grads_r.append(go.to(r.device, r.dtype))
-        gi = torch.autograd.grad([o for o, _ in diff_out], [x for _, x, _ in diff_in], grads_o, allow_unused=True)
-        gr = torch.autograd.grad([r for _, r in diff_out], [r for _, _, r in diff_in], grads_r, allow_unused=True)
-        for (n, x, _), a, b in zip(diff_in, gi, gr):
+        gi = torch.autograd.grad(
+            [o for o, _ in diff_out], [x for _, x, _ in diff_in], grads_o, allow_unused=True
+        )
+        gr = torch.autograd.grad(
+            [r for _, r in diff_out], [r for _, _, r in diff_in], grads_r, allow_unused=True
+        )
+        for (n, _, _), a, b in zip(diff_in, gi, gr):
             if a is None and b is None:
                 continue
             if a is None or b is None:
-                raise AssertionError(f"grad of {n}: one side is None (fn: {a is None}, ref: {b is None})")
-            errors[f"grad_{n}"] = assert_close(a, b.to(a.device), rtol=grad_rtol if grad_rtol is not None else rtol, name=f"grad of {n}")
+                raise AssertionError(
+                    f"grad of {n}: one side is None (fn: {a is None}, ref: {b is None})"
+                )
+            errors[f"grad_{n}"] = assert_close(
+                a,
+                b.to(a.device),
+                rtol=grad_rtol if grad_rtol is not None else rtol,
+                name=f"grad of {n}",
+            )
     return errors

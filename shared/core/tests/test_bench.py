@@ -1,0 +1,90 @@
+import json
+
+import pytest
+import torch
+
+from neurips25_core.bench import (
+    BenchResult,
+    Suite,
+    load_json,
+    peak_rss_subprocess,
+    plot_bars,
+    plot_lines,
+    roofline,
+    time_fn,
+    write_json,
+    write_markdown,
+)
+
+
+def test_time_fn_reports_ordered_percentiles():
+    t = time_fn(lambda: torch.randn(64, 64) @ torch.randn(64, 64), warmup=1, repeats=7)
+    assert t.repeats == 7 and t.device == "cpu"
+    assert 0 < t.p20 <= t.median <= t.p80
+    with pytest.raises(ValueError, match="repeats"):
+        time_fn(lambda: None, repeats=0)
+
+
+def test_ratio_direction():
+    fast = BenchResult("s", "c", "time", value=1.0, unit="s", baseline="slow", baseline_value=3.0)
+    assert fast.ratio == pytest.approx(3.0)
+    acc = BenchResult(
+        "s", "c", "acc", value=0.9, unit="", baseline_value=0.6, lower_is_better=False
+    )
+    assert acc.ratio == pytest.approx(1.5)
+    assert fast.torch == torch.__version__ and fast.date and fast.machine
+
+
+def test_json_markdown_round_trip(tmp_path):
+    rs = [
+        BenchResult("s", "c", "time", 2.0, "s", baseline="b", baseline_value=4.0, params={"M": 1})
+    ]
+    write_json(rs, tmp_path / "r.json")
+    back = load_json(tmp_path / "r.json")
+    assert back[0].ratio == pytest.approx(2.0) and back[0].params == {"M": 1}
+    md = write_markdown(rs, tmp_path / "r.md", title="T").read_text()
+    assert "| s | c[M=1]/time | 2 | b | 4 | 2×" in md
+    assert json.loads((tmp_path / "r.json").read_text())[0]["git_commit"]
+
+
+def test_plots_are_written(tmp_path):
+    p = plot_lines(
+        [1, 2, 4],
+        {"a": [1, 2, 3], "b": [2, 1, 0.5]},
+        tmp_path / "l.png",
+        logx=True,
+        errors={"a": [0.1, 0.1, 0.2]},
+    )
+    q = plot_bars(["x", "y"], {"a": [1, 2]}, tmp_path / "b.png")
+    assert p.stat().st_size > 1000 and q.stat().st_size > 1000
+
+
+def test_peak_rss_subprocess_sees_a_large_allocation():
+    small = peak_rss_subprocess("x = torch.zeros(1)")
+    big = peak_rss_subprocess("x = torch.ones(64 * 1024 * 1024 // 4)")  # 64 MiB, touched
+    assert big["delta"] > 48 * 1024 * 1024 > small["delta"]
+    with pytest.raises(RuntimeError, match="failed"):
+        peak_rss_subprocess("raise SystemExit(3)")
+
+
+def test_roofline_measures_positive_limits():
+    r = roofline(matmul_size=256, copy_bytes=8 << 20)
+    assert r["fp32_flops"] > 1e8 and r["bandwidth"] > 1e8
+    assert ("bf16_flops" in r) == torch.cuda.is_available()
+
+
+def test_suite_declaration_and_validation(tmp_path):
+    suite = Suite("demo", paper="P")
+
+    @suite.case("one", kind="speed", modes=("quick",))
+    def one(ctx):
+        ctx.record("m", 1.0, "s", baseline="b", baseline_value=2.0, n=3)
+
+    assert [c.name for c in suite.cases_for("quick")] == ["one"]
+    assert suite.cases_for("full") == []
+    results = suite.cases[0].run("demo", "quick", tmp_path)
+    assert results[0].ratio == pytest.approx(2.0) and results[0].params == {"n": 3}
+    with pytest.raises(ValueError, match="kind"):
+        suite.case("two", kind="fast")
+    with pytest.raises(ValueError, match="already declared"):
+        suite.case("one", kind="speed")(lambda ctx: None)
