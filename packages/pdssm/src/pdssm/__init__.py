@@ -6,6 +6,8 @@ backends with one custom backward); ``PDSSMLayer``/``PDSSM`` are the model; ``pd
 generates the state-tracking and formal-language tasks.
 """
 
+from . import tasks
+from .layer import PDSSM, PDSSMLayer
 from .ops import pd_scan
 
-__all__ = ["pd_scan"]
+__all__ = ["PDSSM", "PDSSMLayer", "pd_scan", "tasks"]
