@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+import paretoq
 import pytest
 import torch
-
-import paretoq
-from neurips25_core.testing import assert_close, randn
 from paretoq.reference import (
     SEQ_CLIP,
     alpha_init_reference,
@@ -18,6 +16,8 @@ from paretoq.reference import (
     quantize_grads_reference,
     quantize_reference,
 )
+
+from neurips25_core.testing import assert_close, randn
 
 BITS = (1, 1.58, 2, 3, 4)
 SHAPES = [(7, 13), (16, 33), (1, 5)]
@@ -45,7 +45,9 @@ def test_level_set_is_exact(bits):
 
 @pytest.mark.parametrize("bits", [1.58, 2])
 def test_seq_has_no_level_at_the_clip(bits):
-    x = torch.tensor([[-10.0, -1.0, -SEQ_CLIP, -0.995, 0.995, SEQ_CLIP, 1.0, 10.0]], dtype=torch.float64)
+    x = torch.tensor(
+        [[-10.0, -1.0, -SEQ_CLIP, -0.995, 0.995, SEQ_CLIP, 1.0, 10.0]], dtype=torch.float64
+    )
     q = paretoq.quantize_weight(x, torch.ones(1, 1, dtype=torch.float64), bits)
     top = 2 / 3 if bits == 1.58 else 0.75
     assert torch.equal(q.abs(), torch.full_like(q, top))
@@ -54,14 +56,18 @@ def test_seq_has_no_level_at_the_clip(bits):
 
 def test_ternary_thresholds_at_one_third():
     eps = 1e-9
-    x = torch.tensor([[-1 / 3 - eps, -1 / 3 + eps, 0.0, 1 / 3 - eps, 1 / 3 + eps]], dtype=torch.float64)
+    x = torch.tensor(
+        [[-1 / 3 - eps, -1 / 3 + eps, 0.0, 1 / 3 - eps, 1 / 3 + eps]], dtype=torch.float64
+    )
     q = paretoq.quantize_weight(x, torch.ones(1, 1, dtype=torch.float64), 1.58)
     assert q.tolist() == [[-2 / 3, 0.0, 0.0, 0.0, 2 / 3]]
 
 
 def test_two_bit_thresholds_and_half_even_tie():
     eps = 1e-9
-    x = torch.tensor([[-0.5 - eps, -0.5 + eps, -eps, 0.0, eps, 0.5 - eps, 0.5 + eps]], dtype=torch.float64)
+    x = torch.tensor(
+        [[-0.5 - eps, -0.5 + eps, -eps, 0.0, eps, 0.5 - eps, 0.5 + eps]], dtype=torch.float64
+    )
     q = paretoq.quantize_weight(x, torch.ones(1, 1, dtype=torch.float64), 2)
     # x = 0: round(0·2 − 0.5) = round(−0.5) = −0 (half to even) → +0.25.
     assert q.tolist() == [[-0.75, -0.25, -0.25, 0.25, 0.25, 0.25, 0.75]]
@@ -70,7 +76,9 @@ def test_two_bit_thresholds_and_half_even_tie():
 @pytest.mark.parametrize("bits", [3, 4])
 def test_lsq_rounds_half_to_even_and_clamps(bits):
     qn, qp = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
-    x = torch.tensor([[0.5, 1.5, 2.5, -0.5, -1.5, qp + 0.4, qp + 3.0, qn - 0.4, qn - 5.0]], dtype=torch.float64)
+    x = torch.tensor(
+        [[0.5, 1.5, 2.5, -0.5, -1.5, qp + 0.4, qp + 3.0, qn - 0.4, qn - 5.0]], dtype=torch.float64
+    )
     q = paretoq.quantize_weight(x, torch.ones(1, 1, dtype=torch.float64), bits)
     assert q.tolist() == [[0.0, 2.0, 2.0, -0.0, -2.0, qp, qp, qn, qn]]
 
@@ -107,7 +115,8 @@ def test_gradients_equal_closed_form_float64(bits, shape, mode):
 
 
 @pytest.mark.parametrize(
-    ("bits", "mode"), [(1, "paretoq"), (1.58, "exact"), (2, "paretoq"), (3, "paretoq"), (4, "paretoq")]
+    ("bits", "mode"),
+    [(1, "paretoq"), (1.58, "exact"), (2, "paretoq"), (3, "paretoq"), (4, "paretoq")],
 )
 @pytest.mark.parametrize("shape", SHAPES)
 def test_gradients_equal_round_ste_autograd(bits, mode, shape):
@@ -155,7 +164,9 @@ def test_finite_differences_in_saturation(bits):
     grad_out = randn(6, 20, seed=1, dtype=torch.float64)
     fd = _alpha_finite_difference(w, alpha, bits, grad_out) * grad_scale(w.numel(), bits)
     a = alpha.clone().requires_grad_(True)
-    exact = torch.autograd.grad(paretoq.quantize_weight(w, a, bits, ternary_alpha_grad="exact"), a, grad_out)[0]
+    exact = torch.autograd.grad(
+        paretoq.quantize_weight(w, a, bits, ternary_alpha_grad="exact"), a, grad_out
+    )[0]
     assert torch.allclose(exact, fd, rtol=1e-6, atol=1e-12)
     if bits == 1.58:
         official = torch.autograd.grad(paretoq.quantize_weight(w, a, bits), a, grad_out)[0]
@@ -175,11 +186,19 @@ def test_binary_alpha_gradient_is_the_derivative_everywhere():
 
 @pytest.mark.parametrize(
     ("bits", "lo", "hi"),
-    [(1, -1.0, 1.0), (1.58, -SEQ_CLIP, SEQ_CLIP), (2, -SEQ_CLIP, SEQ_CLIP), (3, -4.0, 3.0), (4, -8.0, 7.0)],
+    [
+        (1, -1.0, 1.0),
+        (1.58, -SEQ_CLIP, SEQ_CLIP),
+        (2, -SEQ_CLIP, SEQ_CLIP),
+        (3, -4.0, 3.0),
+        (4, -8.0, 7.0),
+    ],
 )
 def test_ste_mask_boundaries(bits, lo, hi):
     d = 1e-9
-    x = torch.tensor([[lo - d, lo, lo + d, 0.1, hi - d, hi, hi + d]], dtype=torch.float64, requires_grad=True)
+    x = torch.tensor(
+        [[lo - d, lo, lo + d, 0.1, hi - d, hi, hi + d]], dtype=torch.float64, requires_grad=True
+    )
     grad_out = torch.arange(1.0, 8.0, dtype=torch.float64)[None]
     out = paretoq.quantize_weight(x, torch.ones(1, 1, dtype=torch.float64), bits)
     (gw,) = torch.autograd.grad(out, x, grad_out)

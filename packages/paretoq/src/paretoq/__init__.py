@@ -5,9 +5,17 @@ quantizers (sign, Stretched Elastic Quant, LSQ), a ``quantize_`` for transformer
 export to int32-packed low-bit weights with a packed matmul (Triton on CUDA, torch on CPU).
 """
 
-from paretoq.ops import alpha_init, quantize_weight
+from paretoq.modules import PackedLinear, QuantLinear
+from paretoq.ops import alpha_init, packed_matmul, quantize_weight
+from paretoq.quantize import model_size_bits, pack_, quantize_
 
 __all__ = [
+    "PackedLinear",
+    "QuantLinear",
     "alpha_init",
+    "model_size_bits",
+    "pack_",
+    "packed_matmul",
+    "quantize_",
     "quantize_weight",
 ]

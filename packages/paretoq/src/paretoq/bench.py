@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from neurips25_core.bench import Context, Suite
 
-SUITE = Suite(name="paretoq", paper="ParetoQ: Scaling Laws in Extremely Low-bit LLM Quantization", url="https://arxiv.org/abs/2502.02631")
+SUITE = Suite(
+    name="paretoq",
+    paper="ParetoQ: Scaling Laws in Extremely Low-bit LLM Quantization",
+    url="https://arxiv.org/abs/2502.02631",
+)
 
 
 @SUITE.case("import", kind="speed", modes=("quick", "full"))

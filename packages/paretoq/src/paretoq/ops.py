@@ -18,12 +18,16 @@ from typing import Any
 
 import torch
 
+from neurips25_core.device import triton_usable, use_triton_for
 from paretoq.reference import ALPHA_EPS, SEQ_CLIP, SUPPORTED_BITS, grad_scale
 
 __all__ = [
+    "BACKENDS",
     "TERNARY_ALPHA_GRADS",
     "alpha_init",
+    "bits_per_weight",
     "check_bits",
+    "packed_matmul",
     "quantize_weight",
 ]
 
@@ -40,9 +44,13 @@ def check_bits(bits: Any, name: str = "bits") -> float:
         ValueError: ``bits`` is not one of 1, 1.58, 2, 3, 4, 16.
     """
     if isinstance(bits, bool) or not isinstance(bits, (int, float)):
-        raise TypeError(f"{name}: expected a number in {_ALL_BITS}, got {type(bits).__name__} {bits!r}")
+        raise TypeError(
+            f"{name}: expected a number in {_ALL_BITS}, got {type(bits).__name__} {bits!r}"
+        )
     if bits == 0:
-        raise ValueError(f"{name}: got 0; ternary is spelled 1.58 here (the official code's w_bits=0)")
+        raise ValueError(
+            f"{name}: got 0; ternary is spelled 1.58 here (the official code's w_bits=0)"
+        )
     for b in _ALL_BITS:
         if bits == b:
             return b
@@ -59,13 +67,19 @@ def _check_weight_alpha(w: Any, alpha: Any, *, check_values: bool = True) -> Non
     if not isinstance(w, torch.Tensor):
         raise TypeError(f"w: expected a torch.Tensor, got {type(w).__name__}")
     if w.dim() != 2:
-        raise ValueError(f"w: expected a 2-D weight (out_features, in_features), got shape {tuple(w.shape)}")
+        raise ValueError(
+            f"w: expected a 2-D weight (out_features, in_features), got shape {tuple(w.shape)}"
+        )
     if not w.is_floating_point():
         raise TypeError(f"w: expected a floating dtype, got {w.dtype}")
     if not isinstance(alpha, torch.Tensor):
-        raise TypeError(f"alpha: expected a torch.Tensor of shape ({w.shape[0]}, 1), got {type(alpha).__name__}")
+        raise TypeError(
+            f"alpha: expected a torch.Tensor of shape ({w.shape[0]}, 1), got {type(alpha).__name__}"
+        )
     if tuple(alpha.shape) != (w.shape[0], 1):
-        raise ValueError(f"alpha: expected shape ({w.shape[0]}, 1) (one scale per output row of w), got {tuple(alpha.shape)}")
+        raise ValueError(
+            f"alpha: expected shape ({w.shape[0]}, 1) (one scale per output row of w), got {tuple(alpha.shape)}"
+        )
     if not alpha.is_floating_point():
         raise TypeError(f"alpha: expected a floating dtype, got {alpha.dtype}")
     if alpha.device != w.device:
@@ -130,7 +144,9 @@ class _StretchedElasticQuant(torch.autograd.Function):
     """1.58/2 bits: SEQ, equal bins over ``[−α, α]`` with levels at the bin centres."""
 
     @staticmethod
-    def forward(ctx, w: torch.Tensor, alpha: torch.Tensor, bits: float, exact: bool) -> torch.Tensor:
+    def forward(
+        ctx, w: torch.Tensor, alpha: torch.Tensor, bits: float, exact: bool
+    ) -> torch.Tensor:
         a = _clamp_alpha(alpha)
         n, s = (1.5, 0.0) if bits == 1.58 else (2.0, 0.5)
         ctx.save_for_backward(w, a)
@@ -158,7 +174,9 @@ class _StretchedElasticQuant(torch.autograd.Function):
         return grad_w, grad_alpha, None, None
 
 
-def _quantize_unchecked(w: torch.Tensor, alpha: torch.Tensor | None, bits: float, exact: bool) -> torch.Tensor:
+def _quantize_unchecked(
+    w: torch.Tensor, alpha: torch.Tensor | None, bits: float, exact: bool
+) -> torch.Tensor:
     if bits >= 16:
         return w
     if bits == 1:
@@ -239,3 +257,86 @@ def alpha_init(w: torch.Tensor, bits: float) -> torch.Tensor:
 def bits_per_weight(bits: float) -> float:
     """Information content per weight: ``log2(3)`` for ternary, ``bits`` otherwise."""
     return math.log2(3) if bits == 1.58 else float(bits)
+
+
+BACKENDS = ("auto", "triton", "torch", "reference")
+
+
+def packed_matmul(
+    x: torch.Tensor,
+    planes: list[torch.Tensor],
+    scale: torch.Tensor,
+    bits: float,
+    in_features: int,
+    bias: torch.Tensor | None = None,
+    *,
+    backend: str = "auto",
+) -> torch.Tensor:
+    """``y = x · dequant(W)ᵀ + bias`` from int32-packed codes (see :mod:`paretoq.packing`).
+
+    Args:
+        x: activations ``(..., in_features)``; fp32/bf16/fp16 (fp64 on the torch paths).
+        planes: the packed int32 planes of the weight, each ``(out, K_pad·b_p/32)``.
+        scale: per-row scale ``(out,)``.
+        bits: 1, 1.58, 2, 3 or 4.
+        in_features: K (the unpadded input width).
+        bias: optional ``(out,)``.
+        backend: ``"auto"`` (Triton on CUDA tensors, torch on CPU), ``"triton"``, ``"torch"``
+            (unpack one shift at a time, fp32 accumulation) or ``"reference"`` (dequantize the
+            whole weight, then ``x @ Wᵀ``).
+
+    Returns:
+        ``(..., out)`` in ``x``'s dtype. Not differentiable on the Triton path (inference).
+    """
+    from paretoq import packing
+
+    bits = check_bits(bits)
+    specs = packing.plane_specs(bits)
+    if backend not in BACKENDS:
+        raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+        raise TypeError(
+            f"x: expected a floating tensor, got {getattr(x, 'dtype', type(x).__name__)}"
+        )
+    if x.dim() < 1 or x.shape[-1] != in_features:
+        raise ValueError(
+            f"x: expected last dimension {in_features} (in_features), got shape {tuple(x.shape)}"
+        )
+    if len(planes) != len(specs):
+        raise ValueError(
+            f"planes: {bits}-bit weights have {len(specs)} plane(s), got {len(planes)}"
+        )
+    kp = packing.padded_k(in_features)
+    for (pb, _, _), p in zip(specs, planes):
+        if p.dtype != torch.int32 or p.dim() != 2 or p.shape != (scale.shape[0], kp * pb // 32):
+            raise ValueError(
+                f"planes: expected int32 of shape ({scale.shape[0]}, {kp * pb // 32}) for a {pb}-bit plane, "
+                f"got {p.dtype} {tuple(p.shape)}"
+            )
+    if backend == "auto":
+        backend = "triton" if (use_triton_for(x) and x.dtype != torch.float64) else "torch"
+    if backend == "reference":
+        cdt = torch.float64 if x.dtype == torch.float64 else torch.float32
+        w = packing.dequantize_packed(planes, scale, bits, in_features, dtype=cdt)
+        y = x.to(cdt) @ w.T
+        if bias is not None:
+            y = y + bias.to(cdt)
+        return y.to(x.dtype)
+    if backend == "torch":
+        return packing.packed_matmul_torch(x, planes, scale, bits, in_features, bias)
+    if not triton_usable():
+        raise RuntimeError("backend='triton' needs triton and a CUDA GPU or TRITON_INTERPRET=1")
+    if x.dtype == torch.float64:
+        raise TypeError(
+            "x: the Triton packed matmul supports float32/bfloat16/float16, got float64"
+        )
+    if torch.is_grad_enabled() and x.requires_grad:
+        raise ValueError(
+            "x: the Triton packed matmul is inference-only; call it under torch.no_grad()"
+        )
+    from paretoq.kernels.packed_matmul import packed_matmul_triton
+
+    lead = x.shape[:-1]
+    x2 = x.reshape(-1, in_features)
+    y = packed_matmul_triton(x2, list(planes), scale, specs, in_features, bias)
+    return y.reshape(*lead, scale.shape[0])

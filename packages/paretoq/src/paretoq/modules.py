@@ -1,0 +1,205 @@
+"""``QuantLinear`` (QAT: latent FP weight + learnable per-row α) and ``PackedLinear`` (inference).
+
+Example (CPU):
+
+    >>> import torch, paretoq
+    >>> lin = torch.nn.Linear(64, 32, bias=False)
+    >>> q = paretoq.QuantLinear.from_linear(lin, bits=2)
+    >>> y = q(torch.randn(3, 64))  # trains W and α with straight-through gradients
+    >>> p = paretoq.PackedLinear.from_quant_linear(q)  # int32-packed 2-bit codes
+    >>> p(torch.randn(3, 64)).shape
+    torch.Size([3, 32])
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from paretoq.ops import (
+    _check_ternary_alpha_grad,
+    _check_weight_alpha,
+    _quantize_unchecked,
+    alpha_init,
+    bits_per_weight,
+    check_bits,
+    packed_matmul,
+)
+
+__all__ = ["PackedLinear", "QuantLinear"]
+
+
+class QuantLinear(nn.Linear):
+    """A linear layer whose weight is quantized on the fly by ParetoQ's quantizer (QAT).
+
+    ``y = x · (α·Q(W/α))ᵀ + b``; the latent ``weight`` (out, in) and ``alpha`` (out, 1) are
+    parameters and receive straight-through gradients (see :func:`paretoq.quantize_weight`).
+    The quantized weight is cast to the activation dtype, as in the official ``QuantizeLinear``.
+    Checkpoints of the official code (``weight_clip_val``) load into ``alpha``.
+
+    Args:
+        in_features: K. out_features: N. bias: add a bias (the official layers have none).
+        bits: 1, 1.58, 2, 3, 4, or 16 (plain linear, no α).
+        ternary_alpha_grad: ``"paretoq"`` (official) or ``"exact"``.
+        device, dtype: as for ``nn.Linear``. ``alpha`` starts at 1; use :meth:`from_linear` or
+            :meth:`reset_alpha` to initialise it from the weight per bit width.
+    """
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool = False,
+        *,
+        bits: float,
+        ternary_alpha_grad: str = "paretoq",
+        device: Any = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        bits = check_bits(bits)
+        mode = _check_ternary_alpha_grad(ternary_alpha_grad)
+        super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
+        self.bits = bits
+        self.ternary_alpha_grad = mode
+        if bits < 16:
+            self.alpha = nn.Parameter(
+                torch.ones(out_features, 1, device=self.weight.device, dtype=self.weight.dtype)
+            )
+        else:
+            self.register_parameter("alpha", None)
+
+    @classmethod
+    def from_linear(
+        cls, linear: nn.Linear, bits: float, *, ternary_alpha_grad: str = "paretoq"
+    ) -> QuantLinear:
+        """Wrap an ``nn.Linear``, reusing its weight and bias parameters; α initialised per bit width."""
+        if not isinstance(linear, nn.Linear):
+            raise TypeError(f"linear: expected an nn.Linear, got {type(linear).__name__}")
+        bits = check_bits(bits)
+        w = linear.weight
+        q = cls(
+            linear.in_features, linear.out_features, bias=linear.bias is not None,
+            bits=bits, ternary_alpha_grad=ternary_alpha_grad, device="meta", dtype=w.dtype,
+        )  # fmt: skip
+        q.weight = w
+        q.bias = linear.bias
+        if bits < 16:
+            q.alpha = nn.Parameter(alpha_init(w.detach(), bits).clone())
+        return q
+
+    @torch.no_grad()
+    def reset_alpha(self) -> None:
+        """Re-initialise α from the current weight (official ``train.py`` rule)."""
+        if self.alpha is not None:
+            self.alpha.copy_(alpha_init(self.weight, self.bits))
+
+    def quantized_weight(self) -> torch.Tensor:
+        """``α·Q(W/α)``, shape ``(out, in)`` (the latent weight when ``bits == 16``)."""
+        return _quantize_unchecked(
+            self.weight, self.alpha, self.bits, self.ternary_alpha_grad == "exact"
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(
+            x,
+            self.quantized_weight().to(x.dtype),
+            None if self.bias is None else self.bias.to(x.dtype),
+        )
+
+    def _load_from_state_dict(
+        self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+    ):
+        official = prefix + "weight_clip_val"
+        if official in state_dict and prefix + "alpha" not in state_dict:
+            state_dict[prefix + "alpha"] = state_dict.pop(official)
+        super()._load_from_state_dict(
+            state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+        )
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, bits={self.bits}"
+
+
+class PackedLinear(nn.Module):
+    """Inference linear layer over int32-packed low-bit codes: ``y = s ⊙ (x·(C − z)ᵀ) + b``.
+
+    Buffers: ``qweight`` (first plane, int32 ``(out, K_pad·b/32)``), ``qweight_hi`` (3-bit only:
+    the 1-bit high plane), ``scale`` ``(out,)``; ``bias`` optional. ``backend`` selects the matmul
+    (``"auto"``: Triton on CUDA, torch on CPU). Build with :meth:`from_quant_linear`.
+    """
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bits: float,
+        qweight: torch.Tensor,
+        scale: torch.Tensor,
+        qweight_hi: torch.Tensor | None = None,
+        bias: torch.Tensor | None = None,
+        backend: str = "auto",
+    ) -> None:
+        super().__init__()
+        self.in_features, self.out_features, self.bits = in_features, out_features, check_bits(bits)
+        self.backend = backend
+        self.register_buffer("qweight", qweight)
+        self.register_buffer("qweight_hi", qweight_hi)
+        self.register_buffer("scale", scale)
+        self.bias = None if bias is None else nn.Parameter(bias, requires_grad=False)
+
+    @classmethod
+    @torch.no_grad()
+    def from_quant_linear(cls, layer: QuantLinear, backend: str = "auto") -> PackedLinear:
+        """Pack a ``QuantLinear`` (bits < 16): codes of ``Q(W/α)`` plus the per-row scale."""
+        from paretoq import packing
+
+        if not isinstance(layer, QuantLinear):
+            raise TypeError(f"layer: expected a QuantLinear, got {type(layer).__name__}")
+        if layer.bits >= 16:
+            raise ValueError("layer: a 16-bit QuantLinear has nothing to pack")
+        _check_weight_alpha(layer.weight, layer.alpha)
+        codes, scale, _ = packing.weight_to_codes(layer.weight, layer.alpha, layer.bits)
+        specs = packing.plane_specs(layer.bits)
+        if len(specs) == 1:
+            planes = [packing.pack_codes(codes, specs[0][0])]
+        else:  # 3-bit: low 2 bits + high bit
+            planes = [packing.pack_codes(codes & 3, 2), packing.pack_codes(codes >> 2, 1)]
+        return cls(
+            layer.in_features, layer.out_features, layer.bits, planes[0], scale.detach().clone(),
+            qweight_hi=planes[1] if len(planes) > 1 else None,
+            bias=None if layer.bias is None else layer.bias.detach().clone(), backend=backend,
+        )  # fmt: skip
+
+    @property
+    def planes(self) -> list[torch.Tensor]:
+        return [self.qweight] if self.qweight_hi is None else [self.qweight, self.qweight_hi]
+
+    def dequantize(self, dtype: torch.dtype | None = None) -> torch.Tensor:
+        """The dense weight ``s·(C − z)``, shape ``(out, in)``."""
+        from paretoq import packing
+
+        return packing.dequantize_packed(
+            self.planes, self.scale, self.bits, self.in_features, dtype
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return packed_matmul(
+            x, self.planes, self.scale, self.bits, self.in_features, self.bias, backend=self.backend
+        )
+
+    def stored_bits(self) -> int:
+        """Bits actually stored: int32 words, scales and bias in their dtypes."""
+        total = sum(p.numel() * 32 for p in self.planes)
+        total += self.scale.numel() * self.scale.element_size() * 8
+        if self.bias is not None:
+            total += self.bias.numel() * self.bias.element_size() * 8
+        return total
+
+    def extra_repr(self) -> str:
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, bits={self.bits}, "
+            f"bits_per_weight={bits_per_weight(self.bits):.2f}, bias={self.bias is not None}"
+        )
