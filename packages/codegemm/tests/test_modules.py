@@ -1,0 +1,139 @@
+"""CodebookLinear and quantize_ on a transformers Llama built from a config."""
+
+import io
+
+import pytest
+import torch
+
+import codegemm
+from codegemm import CodebookConfig, CodebookLinear
+from codegemm.reference import codebook_matmul_reference
+from neurips25_core.device import triton_usable
+from neurips25_core.models import tiny_llama, tiny_llama_config
+from neurips25_core.testing import assert_close, randn
+
+FAST = {"kmeans_iters": 4, "refine_rounds": 1}
+
+
+@pytest.fixture(scope="module")
+def layer_pair():
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(256, 48)
+    q, result = codegemm.quantize_linear(linear, CodebookConfig.m2v8(**FAST), return_result=True)
+    return linear, q, result
+
+
+def test_backends_agree(layer_pair):
+    _, q, _ = layer_pair
+    x = randn(5, 256, seed=1)
+    ref = codebook_matmul_reference(x, q.codes, q.codebooks, q.scales) + q.bias.double()
+    for backend in ("auto", "psumbook", "dequant", "reference"):
+        q.backend = backend
+        assert_close(q(x), ref, rtol=2e-6, name=backend)
+    q.backend = "auto"
+
+
+def test_close_to_linear_within_reconstruction_error(layer_pair):
+    linear, q, result = layer_pair
+    x = randn(64, 256, seed=2)
+    with torch.no_grad():
+        err = ((q(x) - linear(x)).norm() / (linear(x) - linear.bias).norm()).item()
+    assert err < 2 * result.error  # Gaussian inputs: output error tracks the weight error
+
+
+def test_state_dict_round_trip_and_plan_invalidation(layer_pair):
+    _, q, _ = layer_pair
+    buf = io.BytesIO()
+    torch.save(q.state_dict(), buf)
+    fresh = CodebookLinear(256, 48, q.config)
+    x = randn(3, 256, seed=3)
+    y_before = fresh(x)  # builds a plan on the zero codes
+    buf.seek(0)
+    fresh.load_state_dict(torch.load(buf))
+    assert not torch.equal(fresh(x), y_before)
+    assert torch.equal(fresh(x), q(x))
+
+
+def test_gradients_reach_x_only(layer_pair):
+    _, q, _ = layer_pair
+    x = randn(2, 256, seed=4, requires_grad=True)
+    q(x).square().sum().backward()
+    w = q.dequantize()
+    expected = 2 * q(x.detach()) @ w
+    assert_close(x.grad, expected, rtol=2e-6)
+    assert q.bias.grad is not None
+
+
+def test_from_quantized_and_errors(layer_pair):
+    _, q, _ = layer_pair
+    again = CodebookLinear.from_quantized(q.codes, q.codebooks, q.scales, q.bias)
+    assert again.config.num_codebooks == 2 and again.config.group_size == 128
+    x = randn(2, 256, seed=5)
+    assert torch.equal(again(x), q(x))
+    with pytest.raises(ValueError, match="in_features"):
+        CodebookLinear(100, 8, CodebookConfig.m1v4())
+    with pytest.raises(ValueError, match="backend"):
+        CodebookLinear(128, 8, CodebookConfig.m1v4(), backend="fast")
+    with pytest.raises(ValueError, match="x"):
+        q(randn(2, 128))
+
+
+@pytest.fixture(scope="module")
+def llama_pair():
+    config = tiny_llama_config(hidden_size=128, num_layers=1, num_heads=4, intermediate_size=256)
+    reference = tiny_llama(config, seed=0).eval()
+    quantized = tiny_llama(config, seed=0).eval()
+    report = codegemm.quantize_(quantized, CodebookConfig.m1v4(**FAST))
+    return reference, quantized, report
+
+
+def test_quantize_llama_swaps_linears_but_not_head(llama_pair):
+    _, quantized, report = llama_pair
+    names = set(report["quantized"])
+    assert len(names) == 7 and not report["skipped"]
+    assert isinstance(quantized.lm_head, torch.nn.Linear) and not isinstance(quantized.lm_head, CodebookLinear)
+    assert isinstance(quantized.model.embed_tokens, torch.nn.Embedding)
+    assert isinstance(quantized.model.layers[0].mlp.down_proj, CodebookLinear)
+
+
+def test_quantized_llama_logits_match_dequantized_model(llama_pair):
+    reference, quantized, _ = llama_pair
+    # the "dequantized reference model": the fp32 model with every weight replaced by Ŵ
+    dequantized = tiny_llama(reference.config, seed=0).eval()
+    for name, module in quantized.named_modules():
+        if isinstance(module, CodebookLinear):
+            dequantized.get_submodule(name).weight.data.copy_(module.dequantize())
+    ids = torch.randint(0, 256, (2, 24), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        ours = quantized(ids).logits
+        deq = dequantized(ids).logits
+        fp = reference(ids).logits
+    assert_close(ours, deq, rtol=1e-5, name="logits")
+    assert (ours - fp).norm() / fp.norm() < 0.5  # quantization noise, not garbage
+
+
+def test_filter_fn_calibration_and_fit_group():
+    config = tiny_llama_config(hidden_size=128, num_layers=1, num_heads=4, intermediate_size=352)
+    model = tiny_llama(config, seed=1)
+    ids = torch.randint(0, 256, (2, 16), generator=torch.Generator().manual_seed(1))
+    report = codegemm.quantize_(
+        model, CodebookConfig.m1v4(**FAST), filter_fn=lambda mod, fqn: "mlp" in fqn, calibration=ids
+    )
+    assert set(report["quantized"]) == {"model.layers.0.mlp.gate_proj", "model.layers.0.mlp.up_proj"}
+    assert "model.layers.0.mlp.down_proj" in report["skipped"]  # K = 352 is not a multiple of 128
+    assert not isinstance(model.model.layers[0].self_attn.q_proj, CodebookLinear)
+    model2 = tiny_llama(config, seed=1)
+    report2 = codegemm.quantize_(
+        model2, CodebookConfig.m1v4(**FAST), filter_fn=lambda mod, fqn: "down" in fqn, fit_group_size=True
+    )
+    assert report2["configs"]["model.layers.0.mlp.down_proj"].group_size == 88
+    with pytest.raises(TypeError, match="config"):
+        codegemm.quantize_(model2, None)
+
+
+@pytest.mark.skipif(not triton_usable(), reason="Triton is not usable here")
+def test_module_runs_triton_impl(layer_pair):
+    _, q, _ = layer_pair
+    small = CodebookLinear.from_quantized(q.codes[:16].clone(), q.codebooks, q.scales[:16].clone(), impl="triton", backend="psumbook")
+    x = randn(2, 256, seed=6)
+    assert_close(small(x), codebook_matmul_reference(x, small.codes, small.codebooks, small.scales))
