@@ -75,6 +75,15 @@ class PressLayer(DynamicLayer):
         """``[B, H]`` number of valid (kept) slots per head."""
         return self.valid.sum(-1)
 
+    def keep_mask(self, length: int | None = None) -> torch.Tensor:
+        """``[B, H, length]`` bool: which original positions each head still holds (default: all seen)."""
+        length = self.logical_length if length is None else length
+        b, h, _ = self.valid.shape
+        mask = torch.zeros(b, h, length + 1, dtype=torch.bool, device=self.valid.device)
+        pos = torch.where(self.valid & (self.positions < length), self.positions, length)
+        mask.scatter_(-1, pos, True)
+        return mask[..., :length]
+
     def compress(self, keep: torch.Tensor) -> None:
         """Keep, per head, the tokens where ``keep`` ([B, H', P] bool) is True, compacted to the left.
 

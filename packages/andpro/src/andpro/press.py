@@ -140,9 +140,9 @@ class Press:
     @contextlib.contextmanager
     def __call__(self, model: torch.nn.Module) -> Iterator[PressCache]:
         """Hook ``model`` for the duration of the context and yield a fresh :class:`PressCache`."""
-        modules = self._attention_modules(model)
         if id(model) in _ACTIVE_MODELS:
             raise ValueError("model: a press is already active on this model (presses do not nest)")
+        modules = self._attention_modules(model)
         config = model.config
         original_impl = config._attn_implementation or "eager"
         cache = PressCache()
