@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from neurips25_core.bench import Context, Suite
 
-SUITE = Suite(name="tfla", paper="Tiled Flash Linear Attention: More Efficient Linear RNN and xLSTM Kernels", url="https://arxiv.org/abs/2503.14376")
+SUITE = Suite(
+    name="tfla",
+    paper="Tiled Flash Linear Attention: More Efficient Linear RNN and xLSTM Kernels",
+    url="https://arxiv.org/abs/2503.14376",
+)
 
 
 @SUITE.case("import", kind="speed", modes=("quick", "full"))

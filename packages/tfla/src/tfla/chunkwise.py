@@ -56,7 +56,11 @@ def _chunks(q, k, v, lf, li, C, n, m, *, exp_variant, normalize, eps, detach_den
         else:
             m_new = m
             decay, inw = torch.exp(gj), 1.0
-        C = decay[..., None] * C + inw[..., None] * dC[:, :, j] if exp_variant else decay[..., None] * C + dC[:, :, j]
+        C = (
+            decay[..., None] * C + inw[..., None] * dC[:, :, j]
+            if exp_variant
+            else decay[..., None] * C + dC[:, :, j]
+        )
         n = decay * n + inw * dn[:, :, j]
         m = m_new
     Cp = torch.stack(C_prev, dim=2)  # (B,H,N,Dk,Dv)
@@ -65,7 +69,11 @@ def _chunks(q, k, v, lf, li, C, n, m, *, exp_variant, normalize, eps, detach_den
 
     idx = torch.arange(L, device=q.device)
     causal = idx[:, None] >= idx[None, :]
-    D = torch.where(causal, b[..., :, None] - b[..., None, :] + li[..., None, :], torch.full((), float("-inf"), dtype=q.dtype, device=q.device))
+    D = torch.where(
+        causal,
+        b[..., :, None] - b[..., None, :] + li[..., None, :],
+        torch.full((), float("-inf"), dtype=q.dtype, device=q.device),
+    )
     if exp_variant:
         mcomb = torch.maximum(b + mp[..., None], D.amax(-1)).detach()
     else:
@@ -120,7 +128,9 @@ def mlstm_chunkwise(
         float32 (float64 for float64 inputs); ``m`` is zeros for ``"sig"``.
 
     Example:
-        >>> q = k = torch.randn(1, 2, 37, 16); v = torch.randn(1, 2, 37, 8); i = f = torch.randn(1, 2, 37)
+        >>> q = k = torch.randn(1, 2, 37, 16)
+        ... v = torch.randn(1, 2, 37, 8)
+        ... i = f = torch.randn(1, 2, 37)
         >>> mlstm_chunkwise(q, k, v, i, f, chunk_size=16).shape
         torch.Size([1, 2, 37, 8])
     """
@@ -134,10 +144,16 @@ def mlstm_chunkwise(
     li = i.to(cdt) if exp_variant else F.logsigmoid(i.to(cdt))
     C = c0.to(cdt) if c0 is not None else torch.zeros(B, H, Dk, Dv, dtype=cdt, device=dev)
     n = n0.to(cdt) if n0 is not None else torch.zeros(B, H, Dk, dtype=cdt, device=dev)
-    m = m0.to(cdt) if (m0 is not None and exp_variant) else torch.zeros(B, H, 1, dtype=cdt, device=dev)
+    m = (
+        m0.to(cdt)
+        if (m0 is not None and exp_variant)
+        else torch.zeros(B, H, 1, dtype=cdt, device=dev)
+    )
     L = chunk_size
     NC, r = divmod(S, L)
-    kw = dict(exp_variant=exp_variant, normalize=normalize, eps=eps, detach_denominator=detach_denominator)
+    kw = dict(
+        exp_variant=exp_variant, normalize=normalize, eps=eps, detach_denominator=detach_denominator
+    )
     outs = []
     if NC > 0:
         T = NC * L
@@ -146,7 +162,9 @@ def mlstm_chunkwise(
             x = x[:, :, :T]
             return x.reshape(B, H, NC, L, *(() if d is None else (d,)))
 
-        h, C, n, m = _chunks(split(qc, Dk), split(kc, Dk), split(vc, Dv), split(lf), split(li), C, n, m, **kw)
+        h, C, n, m = _chunks(
+            split(qc, Dk), split(kc, Dk), split(vc, Dv), split(lf), split(li), C, n, m, **kw
+        )
         outs.append(h.reshape(B, H, T, Dv))
     if r > 0:
         T = NC * L
@@ -154,7 +172,9 @@ def mlstm_chunkwise(
         def tail(x, d=None):
             return x[:, :, T:].reshape(B, H, 1, r, *(() if d is None else (d,)))
 
-        h, C, n, m = _chunks(tail(qc, Dk), tail(kc, Dk), tail(vc, Dv), tail(lf), tail(li), C, n, m, **kw)
+        h, C, n, m = _chunks(
+            tail(qc, Dk), tail(kc, Dk), tail(vc, Dv), tail(lf), tail(li), C, n, m, **kw
+        )
         outs.append(h.reshape(B, H, r, Dv))
     h = torch.cat(outs, dim=2).to(q.dtype) if outs else q.new_zeros(B, H, 0, Dv)
     if return_last_state:

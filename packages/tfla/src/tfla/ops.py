@@ -26,7 +26,9 @@ def _check_tensor(name: str, t, ndim: int) -> None:
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
     if t.dtype not in _FLOATS:
-        raise TypeError(f"{name}: expected a floating dtype (float16, bfloat16, float32, float64), got {t.dtype}")
+        raise TypeError(
+            f"{name}: expected a floating dtype (float16, bfloat16, float32, float64), got {t.dtype}"
+        )
     if t.dim() != ndim:
         raise ValueError(f"{name}: expected {ndim} dimensions, got shape {_shape(t)}")
 
@@ -53,13 +55,17 @@ def _check_args(q, k, v, i, f, variant, chunk_size, normalize, c0, n0, m0, eps, 
         if t.device != q.device:
             raise ValueError(f"{name}: expected the device of q ({q.device}), got {t.device}")
     if S < 1 or Dk < 1 or v.shape[-1] < 1:
-        raise ValueError(f"q/v: expected non-empty sequence and head dims, got q {_shape(q)}, v {_shape(v)}")
+        raise ValueError(
+            f"q/v: expected non-empty sequence and head dims, got q {_shape(q)}, v {_shape(v)}"
+        )
     if variant not in _VARIANTS:
         raise ValueError(f"variant: expected one of {_VARIANTS}, got {variant!r}")
     if not isinstance(normalize, bool):
         raise TypeError(f"normalize: expected a bool, got {type(normalize).__name__}")
     if variant == "exp" and not normalize:
-        raise ValueError("normalize: False is only defined for variant='sig' (the unnormalised mLSTMexp output depends on the stabiliser m)")
+        raise ValueError(
+            "normalize: False is only defined for variant='sig' (the unnormalised mLSTMexp output depends on the stabiliser m)"
+        )
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int):
         raise TypeError(f"chunk_size: expected an int, got {type(chunk_size).__name__}")
     if chunk_size < 16 or chunk_size & (chunk_size - 1):
@@ -67,7 +73,11 @@ def _check_args(q, k, v, i, f, variant, chunk_size, normalize, c0, n0, m0, eps, 
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps >= 0:
         raise ValueError(f"eps: expected a float >= 0, got {eps!r}")
     Dv = v.shape[-1]
-    for name, t, shape in (("c0", c0, (B, H, Dk, Dv)), ("n0", n0, (B, H, Dk)), ("m0", m0, (B, H, 1))):
+    for name, t, shape in (
+        ("c0", c0, (B, H, Dk, Dv)),
+        ("n0", n0, (B, H, Dk)),
+        ("m0", m0, (B, H, 1)),
+    ):
         if t is None:
             continue
         _check_tensor(name, t, len(shape))
@@ -76,14 +86,19 @@ def _check_args(q, k, v, i, f, variant, chunk_size, normalize, c0, n0, m0, eps, 
         if t.device != q.device:
             raise ValueError(f"{name}: expected the device of q ({q.device}), got {t.device}")
     if variant == "sig" and m0 is not None and bool((m0 != 0).any()):
-        raise ValueError("m0: mLSTMsig has no stabiliser; expected None or zeros, got nonzero values")
+        raise ValueError(
+            "m0: mLSTMsig has no stabiliser; expected None or zeros, got nonzero values"
+        )
     if backend not in _BACKENDS:
         raise ValueError(f"backend: expected one of {_BACKENDS}, got {backend!r}")
     if backend == "triton":
         if not triton_available():
             raise ValueError("backend: 'triton' requested but triton is not installed")
         if not q.is_cuda and not triton_interpret():
-            raise ValueError("backend: 'triton' needs CUDA tensors (or TRITON_INTERPRET=1 for CPU tensors), got tensors on " f"{q.device}")
+            raise ValueError(
+                "backend: 'triton' needs CUDA tensors (or TRITON_INTERPRET=1 for CPU tensors), got tensors on "
+                f"{q.device}"
+            )
 
 
 def mlstm(
@@ -135,7 +150,9 @@ def mlstm(
 
     Example:
         >>> import torch, tfla
-        >>> q = k = torch.randn(1, 2, 40, 16); v = torch.randn(1, 2, 40, 8); i = f = torch.randn(1, 2, 40)
+        >>> q = k = torch.randn(1, 2, 40, 16)
+        ... v = torch.randn(1, 2, 40, 8)
+        ... i = f = torch.randn(1, 2, 40)
         >>> h, (C, n, m) = tfla.mlstm(q, k, v, i, f, chunk_size=16, return_last_state=True)
         >>> h.shape, C.shape
         (torch.Size([1, 2, 40, 8]), torch.Size([1, 2, 16, 8]))
@@ -145,7 +162,16 @@ def mlstm(
         m0 = None
     if backend == "auto":
         backend = "triton" if use_triton_for(q) else "torch"
-    kwargs = dict(variant=variant, normalize=normalize, c0=c0, n0=n0, m0=m0, eps=float(eps), detach_denominator=detach_denominator, return_last_state=return_last_state)
+    kwargs = dict(
+        variant=variant,
+        normalize=normalize,
+        c0=c0,
+        n0=n0,
+        m0=m0,
+        eps=float(eps),
+        detach_denominator=detach_denominator,
+        return_last_state=return_last_state,
+    )
     if backend == "reference":
         from tfla.reference import mlstm_recurrent
 

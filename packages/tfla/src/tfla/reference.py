@@ -84,7 +84,8 @@ def mlstm_recurrent(
         (B, H, Dqk, Dv), (B, H, Dqk), (B, H, 1) (``m`` is zeros for ``"sig"``).
 
     Example:
-        >>> q = k = torch.randn(1, 2, 5, 8, dtype=torch.float64); v = torch.randn(1, 2, 5, 4, dtype=torch.float64)
+        >>> q = k = torch.randn(1, 2, 5, 8, dtype=torch.float64)
+        ... v = torch.randn(1, 2, 5, 4, dtype=torch.float64)
         >>> i = f = torch.randn(1, 2, 5, dtype=torch.float64)
         >>> mlstm_recurrent(q, k, v, i, f).shape
         torch.Size([1, 2, 5, 4])
@@ -95,7 +96,11 @@ def mlstm_recurrent(
     scale = 1.0 / math.sqrt(Dk)
     C = c0.to(dt) if c0 is not None else torch.zeros(B, H, Dk, Dv, dtype=dt, device=dev)
     n = n0.to(dt) if n0 is not None else torch.zeros(B, H, Dk, dtype=dt, device=dev)
-    m = m0.to(dt) if (m0 is not None and variant == "exp") else torch.zeros(B, H, 1, dtype=dt, device=dev)
+    m = (
+        m0.to(dt)
+        if (m0 is not None and variant == "exp")
+        else torch.zeros(B, H, 1, dtype=dt, device=dev)
+    )
     lf = F.logsigmoid(f.to(dt))
     li = _log_input_gate(i.to(dt), variant)
     hs = []
@@ -167,8 +172,12 @@ def mlstm_parallel(
     strict = idx[:, None] > idx[None, :]
     causal = idx[:, None] >= idx[None, :]
     # F[t, s] = sum over r in (s, t] of lf_r: cumulative sum down t of lf_t masked to t > s.
-    Fm = torch.cumsum(torch.where(strict, lf[..., :, None], torch.zeros((), dtype=dt, device=q.device)), dim=-2)
-    logD = torch.where(causal, Fm + li[..., None, :], torch.full((), float("-inf"), dtype=dt, device=q.device))
+    Fm = torch.cumsum(
+        torch.where(strict, lf[..., :, None], torch.zeros((), dtype=dt, device=q.device)), dim=-2
+    )
+    logD = torch.where(
+        causal, Fm + li[..., None, :], torch.full((), float("-inf"), dtype=dt, device=q.device)
+    )
     if variant == "exp":
         m = logD.amax(-1, keepdim=True).detach()
     else:

@@ -39,7 +39,9 @@ def _blocks(L, Dk, Dv, block_lq, block_lkv, block_dqk, block_dv):
         if val < 16 or val & (val - 1):
             raise ValueError(f"{name}: expected a power of two >= 16, got {val}")
     if blq > L or blkv > L:
-        raise ValueError(f"block_lq/block_lkv: expected tiles no longer than the chunk ({L}), got {blq}/{blkv}")
+        raise ValueError(
+            f"block_lq/block_lkv: expected tiles no longer than the chunk ({L}), got {blq}/{blkv}"
+        )
     return blq, blkv, bk, bv
 
 
@@ -96,7 +98,12 @@ class _TFLAFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dh, dC_last, dn_last, _dm_last):
         L, blq, blkv, bk, bv, stabilize, normalize, eps, detach_den, lowp, prec = ctx.cfg
-        from tfla.kernels.tfla_kernels import _bw_dk_kernel, _bw_dq_kernel, _bw_dv_kernel, _bw_state_kernel
+        from tfla.kernels.tfla_kernels import (
+            _bw_dk_kernel,
+            _bw_dq_kernel,
+            _bw_dv_kernel,
+            _bw_state_kernel,
+        )
 
         q, k, v, b, li_, Cs, Ns, Ms, hbuf, den, mcomb, c0, n0 = ctx.saved_tensors
         B, H, S, Dk = q.shape
@@ -113,7 +120,9 @@ class _TFLAFunction(torch.autograd.Function):
                 dden = torch.zeros_like(den)
             else:
                 # h = num / d with d = max(|den|, clamp) + eps: d(den) = -sign(den)·[|den|>clamp]·(dh·h)/d
-                dden = (-torch.sign(den) * (den.abs() > clamp) * (dh * hbuf).sum(-1) / d).contiguous()
+                dden = (
+                    -torch.sign(den) * (den.abs() > clamp) * (dh * hbuf).sum(-1) / d
+                ).contiguous()
         else:
             dnum = dh.contiguous()
             dden = torch.zeros_like(den)
@@ -226,8 +235,22 @@ def mlstm_triton(
     m0 = torch.zeros(B, H, 1, device=dev) if (m0 is None or not stabilize) else m0.float()
     lowp = q.dtype in (torch.bfloat16, torch.float16) and not triton_interpret()
     if q.dtype == torch.float64:
-        raise TypeError("q: the Triton kernels take float32/bfloat16/float16 inputs, got float64 (use backend='torch')")
-    cfg = (L, blq, blkv, bk, bv, stabilize, normalize, float(eps), bool(detach_denominator), lowp, fp32_precision)
+        raise TypeError(
+            "q: the Triton kernels take float32/bfloat16/float16 inputs, got float64 (use backend='torch')"
+        )
+    cfg = (
+        L,
+        blq,
+        blkv,
+        bk,
+        bv,
+        stabilize,
+        normalize,
+        float(eps),
+        bool(detach_denominator),
+        lowp,
+        fp32_precision,
+    )
     h, C, n, m = _TFLAFunction.apply(q, k, v, lf, li, c0, n0, m0, cfg)
     h = h[:, :, :S]
     if return_last_state:

@@ -72,8 +72,12 @@ def _fw_state_kernel(
         for j in range(0, L, BL):
             ot = c * L + j + tl.arange(0, BL)
             w = tl.exp(g - tl.load(Bc + bh * S + ot) + tl.load(LI + bh * S + ot) - m_new)
-            kt = tl.load(K + bh * S * DK + ot[:, None] * DK + ok[None, :], mask=mk[None, :], other=0.0).to(tl.float32)
-            vt = tl.load(V + bh * S * DV + ot[:, None] * DV + ov[None, :], mask=mv[None, :], other=0.0).to(tl.float32)
+            kt = tl.load(
+                K + bh * S * DK + ot[:, None] * DK + ok[None, :], mask=mk[None, :], other=0.0
+            ).to(tl.float32)
+            vt = tl.load(
+                V + bh * S * DV + ot[:, None] * DV + ov[None, :], mask=mv[None, :], other=0.0
+            ).to(tl.float32)
             kw = kt * w[:, None]
             C += _dot(tl.trans(kw), vt, LOWP, DT, PREC)
             n += tl.sum(kw, axis=0)
@@ -118,8 +122,12 @@ def _fw_intra_kernel(
         for d in range(0, DK, BK):
             od = d + tl.arange(0, BK)
             md = od < DK
-            qt = tl.load(Q + bh * S * DK + oq[:, None] * DK + od[None, :], mask=md[None, :], other=0.0).to(tl.float32)
-            kt = tl.load(K + bh * S * DK + os[:, None] * DK + od[None, :], mask=md[None, :], other=0.0).to(tl.float32)
+            qt = tl.load(
+                Q + bh * S * DK + oq[:, None] * DK + od[None, :], mask=md[None, :], other=0.0
+            ).to(tl.float32)
+            kt = tl.load(
+                K + bh * S * DK + os[:, None] * DK + od[None, :], mask=md[None, :], other=0.0
+            ).to(tl.float32)
             sc += _dot(qt, tl.trans(kt), LOWP, DT, PREC)
         logd = bq[:, None] - tl.load(Bc + bh * S + os)[None, :] + tl.load(LI + bh * S + os)[None, :]
         logd = tl.where(oq[:, None] >= os[None, :], logd, float("-inf"))
@@ -130,16 +138,24 @@ def _fw_intra_kernel(
             den = den * alpha
             mr = m_new
         p = sc * scale * tl.exp(logd - mr[:, None])
-        vt = tl.load(V + bh * S * DV + os[:, None] * DV + ov[None, :], mask=mv[None, :], other=0.0).to(tl.float32)
+        vt = tl.load(
+            V + bh * S * DV + os[:, None] * DV + ov[None, :], mask=mv[None, :], other=0.0
+        ).to(tl.float32)
         acc += _dot(p, vt, LOWP, DT, PREC)
         den += tl.sum(p, axis=1)
     wq = tl.exp(bq + m_prev - mr) * scale
     for d in range(0, DK, BK):
         od = d + tl.arange(0, BK)
         md = od < DK
-        qt = tl.load(Q + bh * S * DK + oq[:, None] * DK + od[None, :], mask=md[None, :], other=0.0).to(tl.float32)
+        qt = tl.load(
+            Q + bh * S * DK + oq[:, None] * DK + od[None, :], mask=md[None, :], other=0.0
+        ).to(tl.float32)
         qt = qt * wq[:, None]
-        Ct = tl.load(Cs + state * DK * DV + od[:, None] * DV + ov[None, :], mask=md[:, None] & mv[None, :], other=0.0)
+        Ct = tl.load(
+            Cs + state * DK * DV + od[:, None] * DV + ov[None, :],
+            mask=md[:, None] & mv[None, :],
+            other=0.0,
+        )
         acc += _dot(qt, Ct, LOWP, DT, PREC)
         nt = tl.load(Ns + state * DK + od, mask=md, other=0.0)
         den += tl.sum(qt * nt[None, :], axis=1)
@@ -186,9 +202,13 @@ def _bw_state_kernel(
         for j in range(0, L, BL):
             ot = c * L + j + tl.arange(0, BL)
             w = tl.exp(tl.load(Bc + bh * S + ot) + m_prev - tl.load(MCOMB + bh * S + ot)) * scale
-            qt = tl.load(Q + bh * S * DK + ot[:, None] * DK + ok[None, :], mask=mk[None, :], other=0.0).to(tl.float32)
+            qt = tl.load(
+                Q + bh * S * DK + ot[:, None] * DK + ok[None, :], mask=mk[None, :], other=0.0
+            ).to(tl.float32)
             qt = qt * w[:, None]
-            dnum = tl.load(DNUM + bh * S * DV + ot[:, None] * DV + ov[None, :], mask=mv[None, :], other=0.0)
+            dnum = tl.load(
+                DNUM + bh * S * DV + ot[:, None] * DV + ov[None, :], mask=mv[None, :], other=0.0
+            )
             dC += _dot(tl.trans(qt), dnum, LOWP, DT, PREC)
             dden = tl.load(DDEN + bh * S + ot)
             dn += tl.sum(qt * dden[:, None], axis=0)
@@ -227,21 +247,33 @@ def _bw_dq_kernel(
         for e in range(0, DV, BV):
             oe = e + tl.arange(0, BV)
             me = oe < DV
-            dnum = tl.load(DNUM + bh * S * DV + oq[:, None] * DV + oe[None, :], mask=me[None, :], other=0.0)
-            vt = tl.load(V + bh * S * DV + os[:, None] * DV + oe[None, :], mask=me[None, :], other=0.0).to(tl.float32)
+            dnum = tl.load(
+                DNUM + bh * S * DV + oq[:, None] * DV + oe[None, :], mask=me[None, :], other=0.0
+            )
+            vt = tl.load(
+                V + bh * S * DV + os[:, None] * DV + oe[None, :], mask=me[None, :], other=0.0
+            ).to(tl.float32)
             dp += _dot(dnum, tl.trans(vt), LOWP, DT, PREC)
         logd = bq[:, None] - tl.load(Bc + bh * S + os)[None, :] + tl.load(LI + bh * S + os)[None, :]
         logd = tl.where(oq[:, None] >= os[None, :], logd, float("-inf"))
         dp = (dp + dden[:, None]) * tl.exp(logd - mc[:, None])
-        kt = tl.load(K + bh * S * DK + os[:, None] * DK + ok[None, :], mask=mk[None, :], other=0.0).to(tl.float32)
+        kt = tl.load(
+            K + bh * S * DK + os[:, None] * DK + ok[None, :], mask=mk[None, :], other=0.0
+        ).to(tl.float32)
         acc += _dot(dp, kt, LOWP, DT, PREC)
     wq = tl.exp(bq + m_prev - mc)
     inter = tl.zeros([BLQ, BK], dtype=tl.float32)
     for e in range(0, DV, BV):
         oe = e + tl.arange(0, BV)
         me = oe < DV
-        dnum = tl.load(DNUM + bh * S * DV + oq[:, None] * DV + oe[None, :], mask=me[None, :], other=0.0)
-        Ct = tl.load(Cs + state * DK * DV + ok[:, None] * DV + oe[None, :], mask=mk[:, None] & me[None, :], other=0.0)
+        dnum = tl.load(
+            DNUM + bh * S * DV + oq[:, None] * DV + oe[None, :], mask=me[None, :], other=0.0
+        )
+        Ct = tl.load(
+            Cs + state * DK * DV + ok[:, None] * DV + oe[None, :],
+            mask=mk[:, None] & me[None, :],
+            other=0.0,
+        )
         inter += _dot(dnum, tl.trans(Ct), LOWP, DT, PREC)
     nt = tl.load(Ns + state * DK + ok, mask=mk, other=0.0)
     inter += dden[:, None] * nt[None, :]
@@ -274,8 +306,12 @@ def _bw_dk_kernel(
         for e in range(0, DV, BV):
             oe = e + tl.arange(0, BV)
             me = oe < DV
-            vt = tl.load(V + bh * S * DV + os[:, None] * DV + oe[None, :], mask=me[None, :], other=0.0).to(tl.float32)
-            dnum = tl.load(DNUM + bh * S * DV + oq[:, None] * DV + oe[None, :], mask=me[None, :], other=0.0)
+            vt = tl.load(
+                V + bh * S * DV + os[:, None] * DV + oe[None, :], mask=me[None, :], other=0.0
+            ).to(tl.float32)
+            dnum = tl.load(
+                DNUM + bh * S * DV + oq[:, None] * DV + oe[None, :], mask=me[None, :], other=0.0
+            )
             dpt += _dot(vt, tl.trans(dnum), LOWP, DT, PREC)
         bq = tl.load(Bc + bh * S + oq)
         mc = tl.load(MCOMB + bh * S + oq)
@@ -283,7 +319,9 @@ def _bw_dk_kernel(
         logd = bq[None, :] - bs[:, None] + ls[:, None]
         logd = tl.where(oq[None, :] >= os[:, None], logd, float("-inf"))
         dpt = (dpt + dden[None, :]) * tl.exp(logd - mc[None, :])
-        qt = tl.load(Q + bh * S * DK + oq[:, None] * DK + ok[None, :], mask=mk[None, :], other=0.0).to(tl.float32)
+        qt = tl.load(
+            Q + bh * S * DK + oq[:, None] * DK + ok[None, :], mask=mk[None, :], other=0.0
+        ).to(tl.float32)
         acc += _dot(dpt, qt, LOWP, DT, PREC)
     acc = acc * scale
     g = tl.load(Bc + bh * S + c * L + L - 1)
@@ -294,8 +332,14 @@ def _bw_dk_kernel(
     for e in range(0, DV, BV):
         oe = e + tl.arange(0, BV)
         me = oe < DV
-        vt = tl.load(V + bh * S * DV + os[:, None] * DV + oe[None, :], mask=me[None, :], other=0.0).to(tl.float32)
-        dCt = tl.load(DCs + nxt * DK * DV + ok[:, None] * DV + oe[None, :], mask=mk[:, None] & me[None, :], other=0.0)
+        vt = tl.load(
+            V + bh * S * DV + os[:, None] * DV + oe[None, :], mask=me[None, :], other=0.0
+        ).to(tl.float32)
+        dCt = tl.load(
+            DCs + nxt * DK * DV + ok[:, None] * DV + oe[None, :],
+            mask=mk[:, None] & me[None, :],
+            other=0.0,
+        )
         inter += _dot(vt, tl.trans(dCt), LOWP, DT, PREC)
     dnt = tl.load(DNs + nxt * DK + ok, mask=mk, other=0.0)
     acc += (inter + dnt[None, :]) * wa[:, None]
@@ -327,15 +371,21 @@ def _bw_dv_kernel(
         for d in range(0, DK, BK):
             od = d + tl.arange(0, BK)
             md = od < DK
-            kt = tl.load(K + bh * S * DK + os[:, None] * DK + od[None, :], mask=md[None, :], other=0.0).to(tl.float32)
-            qt = tl.load(Q + bh * S * DK + oq[:, None] * DK + od[None, :], mask=md[None, :], other=0.0).to(tl.float32)
+            kt = tl.load(
+                K + bh * S * DK + os[:, None] * DK + od[None, :], mask=md[None, :], other=0.0
+            ).to(tl.float32)
+            qt = tl.load(
+                Q + bh * S * DK + oq[:, None] * DK + od[None, :], mask=md[None, :], other=0.0
+            ).to(tl.float32)
             pt += _dot(kt, tl.trans(qt), LOWP, DT, PREC)
         bq = tl.load(Bc + bh * S + oq)
         mc = tl.load(MCOMB + bh * S + oq)
         logd = bq[None, :] - bs[:, None] + ls[:, None]
         logd = tl.where(oq[None, :] >= os[:, None], logd, float("-inf"))
         pt = pt * scale * tl.exp(logd - mc[None, :])
-        dnum = tl.load(DNUM + bh * S * DV + oq[:, None] * DV + ov[None, :], mask=mv[None, :], other=0.0)
+        dnum = tl.load(
+            DNUM + bh * S * DV + oq[:, None] * DV + ov[None, :], mask=mv[None, :], other=0.0
+        )
         acc += _dot(pt, dnum, LOWP, DT, PREC)
     g = tl.load(Bc + bh * S + c * L + L - 1)
     nxt = bh * (NC + 1) + c + 1
@@ -345,8 +395,14 @@ def _bw_dv_kernel(
     for d in range(0, DK, BK):
         od = d + tl.arange(0, BK)
         md = od < DK
-        kt = tl.load(K + bh * S * DK + os[:, None] * DK + od[None, :], mask=md[None, :], other=0.0).to(tl.float32)
-        dCt = tl.load(DCs + nxt * DK * DV + od[:, None] * DV + ov[None, :], mask=md[:, None] & mv[None, :], other=0.0)
+        kt = tl.load(
+            K + bh * S * DK + os[:, None] * DK + od[None, :], mask=md[None, :], other=0.0
+        ).to(tl.float32)
+        dCt = tl.load(
+            DCs + nxt * DK * DV + od[:, None] * DV + ov[None, :],
+            mask=md[:, None] & mv[None, :],
+            other=0.0,
+        )
         inter += _dot(kt, dCt, LOWP, DT, PREC)
     acc += inter * wa[:, None]
     tl.store(DVOUT + bh * S * DV + os[:, None] * DV + ov[None, :], acc, mask=mv[None, :])
