@@ -37,9 +37,9 @@ def _run(xs, variant, normalize, chunk_size, detach=False, eps=1e-6):
     return check_forward_backward(fn, ref, xs, rtol=FWD_RTOL, grad_rtol=GRAD_RTOL, names=names)
 
 
-@pytest.mark.parametrize("variant,normalize", VARIANTS)
+@pytest.mark.parametrize(("variant", "normalize"), VARIANTS)
 @pytest.mark.parametrize(
-    "B,H,S,Dk,Dv,L",
+    ("B", "H", "S", "Dk", "Dv", "L"),
     [
         (2, 3, 37, 24, 40, 16),
         (1, 2, 100, 16, 8, 32),
@@ -54,7 +54,7 @@ def test_chunkwise_fp32_matches_reference(make_inputs, variant, normalize, B, H,
     _run(xs, variant, normalize, L)
 
 
-@pytest.mark.parametrize("variant,normalize", VARIANTS)
+@pytest.mark.parametrize(("variant", "normalize"), VARIANTS)
 def test_chunkwise_float64_is_exact(make_inputs, variant, normalize):
     xs = make_inputs(1, 2, 45, 8, 6, dtype=torch.float64, states=True)
     if variant == "sig":
@@ -143,7 +143,7 @@ def test_chunkwise_detached_denominator(make_inputs, variant):
     )
 
 
-@pytest.mark.parametrize("variant,normalize", VARIANTS)
+@pytest.mark.parametrize(("variant", "normalize"), VARIANTS)
 def test_state_passing_equals_one_call(make_inputs, variant, normalize):
     q, k, v, i, f = make_inputs(1, 2, 90, 8, 6, dtype=torch.float64, requires_grad=False)
     kw = dict(variant=variant, normalize=normalize, chunk_size=16, return_last_state=True)

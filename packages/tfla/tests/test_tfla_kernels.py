@@ -109,7 +109,9 @@ GRID = [
 ]
 
 
-@pytest.mark.parametrize("variant,normalize,detach,S,Dk,Dv,L,tiles,states", GRID)
+@pytest.mark.parametrize(
+    ("variant", "normalize", "detach", "S", "Dk", "Dv", "L", "tiles", "states"), GRID
+)
 def test_triton_matches_reference(
     make_inputs, variant, normalize, detach, S, Dk, Dv, L, tiles, states
 ):
@@ -190,7 +192,7 @@ def test_triton_low_precision_inputs(make_inputs, dtype):
     from tfla.kernels import mlstm_triton
 
     xs = [x.to(DEV) for x in make_inputs(1, 2, 40, 16, 16, dtype=dtype)]
-    h, (C, n, m) = mlstm_triton(*xs, chunk_size=16, return_last_state=True)
+    h, (C, _n, _m) = mlstm_triton(*xs, chunk_size=16, return_last_state=True)
     assert h.dtype == dtype and C.dtype == torch.float32
     ref = [x.detach().cpu().double().requires_grad_() for x in xs]
     hr = mlstm_recurrent(*ref)

@@ -15,8 +15,8 @@ F64 = torch.float64
 VARIANTS = [("exp", True), ("sig", True), ("sig", False)]
 
 
-@pytest.mark.parametrize("variant,normalize", VARIANTS)
-@pytest.mark.parametrize("S,Dk,Dv", [(23, 8, 12), (40, 16, 16)])
+@pytest.mark.parametrize(("variant", "normalize"), VARIANTS)
+@pytest.mark.parametrize(("S", "Dk", "Dv"), [(23, 8, 12), (40, 16, 16)])
 def test_recurrent_equals_parallel_at_eps0(make_inputs, variant, normalize, S, Dk, Dv):
     xs = make_inputs(2, 2, S, Dk, Dv, dtype=F64, i_scale=2.0, f_scale=2.0)
     kw = dict(variant=variant, normalize=normalize, eps=0.0)
@@ -40,7 +40,7 @@ def test_forms_differ_only_through_eps(make_inputs):
 
 def _unstabilised(q, k, v, i, f, c0, n0, m0, variant):
     """The mLSTM without any stabiliser at eps = 0 (true states): the exact function of the inputs."""
-    B, H, S, Dk = q.shape
+    _B, _H, S, Dk = q.shape
     C, n = torch.exp(m0)[..., None] * c0, torch.exp(m0) * n0
     hs = []
     for t in range(S):
@@ -99,7 +99,7 @@ def test_gate_and_state_gradient_identities(make_inputs, variant):
         assert_close(dm0[0], ((dc0 * c0).sum((-1, -2)) + (dn0 * n0).sum(-1))[..., None], name="dm0")
 
 
-@pytest.mark.parametrize("variant,normalize", [("exp", True), ("sig", True)])
+@pytest.mark.parametrize(("variant", "normalize"), [("exp", True), ("sig", True)])
 def test_detach_denominator_changes_dq_not_dv(make_inputs, variant, normalize):
     xs = make_inputs(1, 2, 21, 8, 8, dtype=F64)
     g = randn(1, 2, 21, 8, seed=9, dtype=F64)

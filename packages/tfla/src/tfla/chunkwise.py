@@ -33,14 +33,11 @@ __all__ = ["mlstm_chunkwise"]
 
 def _chunks(q, k, v, lf, li, C, n, m, *, exp_variant, normalize, eps, detach_denominator):
     """All chunks of equal length at once. q, k: (B,H,N,L,Dk); v: (B,H,N,L,Dv); lf, li: (B,H,N,L)."""
-    B, H, N, L, Dk = q.shape
+    _B, _H, N, L, Dk = q.shape
     b = torch.cumsum(lf, dim=-1)
     g = b[..., -1]
     a = g[..., None] - b + li
-    if exp_variant:
-        m_loc = a.amax(-1).detach()
-    else:
-        m_loc = torch.zeros_like(g)
+    m_loc = a.amax(-1).detach() if exp_variant else torch.zeros_like(g)
     kw = k * torch.exp(a - m_loc[..., None])[..., None]
     dC = kw.transpose(-1, -2) @ v  # (B,H,N,Dk,Dv)
     dn = kw.sum(-2)  # (B,H,N,Dk)

@@ -50,7 +50,7 @@ class _TFLAFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, lf, li, c0, n0, m0, cfg):
-        L, blq, blkv, bk, bv, stabilize, normalize, eps, detach_den, lowp, prec = cfg
+        L, blq, blkv, bk, bv, stabilize, normalize, eps, _detach_den, lowp, prec = cfg
         from tfla.kernels.tfla_kernels import _fw_intra_kernel, _fw_state_kernel
 
         B, H, S, Dk = q.shape

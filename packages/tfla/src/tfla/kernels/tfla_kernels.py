@@ -109,7 +109,7 @@ def _fw_intra_kernel(
     bq = tl.load(Bc + bh * S + oq)
     state = bh * (NC + 1) + c
     m_prev = tl.load(Ms + state)
-    if STABILIZE:
+    if STABILIZE:  # noqa: SIM108 (constexpr branch)
         mr = bq + m_prev  # the inter-chunk term's exponent seeds the running max
     else:
         mr = tl.zeros([BLQ], dtype=tl.float32)
@@ -160,7 +160,7 @@ def _fw_intra_kernel(
         nt = tl.load(Ns + state * DK + od, mask=md, other=0.0)
         den += tl.sum(qt * nt[None, :], axis=1)
     if NORMALIZE:
-        if STABILIZE:
+        if STABILIZE:  # noqa: SIM108 (constexpr branch)
             clamp = tl.exp(-mr)
         else:
             clamp = tl.full([BLQ], 1.0, dtype=tl.float32)
