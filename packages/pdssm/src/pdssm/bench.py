@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from neurips25_core.bench import Context, Suite
 
-SUITE = Suite(name="pdssm", paper="Structured Sparse Transition Matrices to Enable State Tracking in State-Space Models", url="https://arxiv.org/abs/2509.22284")
+SUITE = Suite(
+    name="pdssm",
+    paper="Structured Sparse Transition Matrices to Enable State Tracking in State-Space Models",
+    url="https://arxiv.org/abs/2509.22284",
+)
 
 
 @SUITE.case("import", kind="speed", modes=("quick", "full"))

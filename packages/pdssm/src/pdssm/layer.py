@@ -115,7 +115,9 @@ class PDSSMLayer(nn.Module):
             if d_generator == "linear":
                 return nn.Sequential(nn.Linear(e, n), nn.Sigmoid())
             hidden = hidden_multiple * n
-            return nn.Sequential(nn.Linear(e, hidden), nn.GELU(), nn.Linear(hidden, n), nn.Sigmoid())
+            return nn.Sequential(
+                nn.Linear(e, hidden), nn.GELU(), nn.Linear(hidden, n), nn.Sigmoid()
+            )
 
         self.magnitude = generator()
         self.phase = generator()
@@ -180,7 +182,9 @@ class PDSSMLayer(nn.Module):
             real (B, L, E) outputs.
         """
         if not isinstance(u, torch.Tensor) or not u.is_floating_point():
-            raise TypeError(f"u: expected a real floating tensor, got {getattr(u, 'dtype', type(u).__name__)}")
+            raise TypeError(
+                f"u: expected a real floating tensor, got {getattr(u, 'dtype', type(u).__name__)}"
+            )
         if u.dim() != 3 or u.shape[-1] != self.d_model:
             raise ValueError(f"u: expected shape (B, L, {self.d_model}), got {tuple(u.shape)}")
         x = self.states(u)
@@ -237,7 +241,9 @@ class PDSSM(nn.Module):
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """Logits for int64 tokens (B, L): (B, L, C) or, with ``output="last"``, (B, C)."""
         if not isinstance(tokens, torch.Tensor) or tokens.dtype not in (torch.int32, torch.int64):
-            raise TypeError(f"tokens: expected an int32/int64 tensor, got {getattr(tokens, 'dtype', type(tokens).__name__)}")
+            raise TypeError(
+                f"tokens: expected an int32/int64 tensor, got {getattr(tokens, 'dtype', type(tokens).__name__)}"
+            )
         if tokens.dim() != 2:
             raise ValueError(f"tokens: expected shape (B, L), got {tuple(tokens.shape)}")
         h = self.embedding(tokens)

@@ -102,7 +102,9 @@ def _check_inputs(p, d, b, x0, orientation, backend):
             raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
     for name, t in (("d", d), ("b", b)):
         if not t.is_complex():
-            raise TypeError(f"{name}: expected a complex tensor (complex64 or complex128), got {t.dtype}")
+            raise TypeError(
+                f"{name}: expected a complex tensor (complex64 or complex128), got {t.dtype}"
+            )
     if d.dtype != b.dtype:
         raise TypeError(f"b: expected the dtype of d ({d.dtype}), got {b.dtype}")
     if d.dim() != 3:
@@ -113,22 +115,30 @@ def _check_inputs(p, d, b, x0, orientation, backend):
     if batch < 1 or length < 1 or size < 1:
         raise ValueError(f"d: expected B, L, N >= 1, got shape {tuple(d.shape)}")
     if b.device != d.device or p.device != d.device:
-        raise ValueError(f"p, b: expected the device of d ({d.device}), got {p.device} and {b.device}")
+        raise ValueError(
+            f"p, b: expected the device of d ({d.device}), got {p.device} and {b.device}"
+        )
 
     matrix = None
     if p.is_complex() or p.dtype == torch.bool:
         raise TypeError(f"p: expected integer indices or a real matrix, got {p.dtype}")
     if p.is_floating_point():
         if p.shape != (batch, length, size, size):
-            raise ValueError(f"p: a matrix p must have shape (B, L, N, N) = {(batch, length, size, size)}, got {tuple(p.shape)}")
+            raise ValueError(
+                f"p: a matrix p must have shape (B, L, N, N) = {(batch, length, size, size)}, got {tuple(p.shape)}"
+            )
         matrix = p
         indices = p.detach().argmax(dim=-2 if orientation == "column" else -1)
     else:
         if p.shape != d.shape:
-            raise ValueError(f"p: expected index shape (B, L, N) = {tuple(d.shape)}, got {tuple(p.shape)}")
+            raise ValueError(
+                f"p: expected index shape (B, L, N) = {tuple(d.shape)}, got {tuple(p.shape)}"
+            )
         low, high = int(p.min()), int(p.max())
         if low < 0 or high >= size:
-            raise ValueError(f"p: indices must lie in [0, N) = [0, {size}), got values in [{low}, {high}]")
+            raise ValueError(
+                f"p: indices must lie in [0, N) = [0, {size}), got values in [{low}, {high}]"
+            )
         indices = p.long()
 
     if x0 is None:

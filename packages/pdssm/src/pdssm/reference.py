@@ -27,7 +27,9 @@ __all__ = [
 ]
 
 
-def apply_transition(p: torch.Tensor, d: torch.Tensor, x: torch.Tensor, orientation: str) -> torch.Tensor:
+def apply_transition(
+    p: torch.Tensor, d: torch.Tensor, x: torch.Tensor, orientation: str
+) -> torch.Tensor:
     """``A x`` for one PD transition, batched over leading dimensions.
 
     Args:

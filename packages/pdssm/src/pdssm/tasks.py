@@ -87,7 +87,14 @@ class Task:
     vocab_size: int
     num_classes: int
     per_token: bool
-    _sample: Callable[[torch.Tensor, torch.Generator], tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = dataclasses.field(repr=False)
+    _sample: Callable[
+        [torch.Tensor, torch.Generator], tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+    ] = dataclasses.field(repr=False)
+    _label: Callable[[list[int]], int | list[int]] = dataclasses.field(repr=False)
+
+    def label(self, tokens: list[int]) -> int | list[int]:
+        """The label of one unpadded token sequence: an int (final-token tasks) or one per token."""
+        return self._label(list(tokens))
 
     def sample(
         self,
@@ -114,7 +121,9 @@ class Task:
         if not isinstance(min_length, int) or min_length < 1:
             raise ValueError(f"min_length: expected an int >= 1, got {min_length!r}")
         if not isinstance(max_length, int) or max_length < min_length:
-            raise ValueError(f"max_length: expected an int >= min_length ({min_length}), got {max_length!r}")
+            raise ValueError(
+                f"max_length: expected an int >= min_length ({min_length}), got {max_length!r}"
+            )
         g = generator if generator is not None else torch.Generator().manual_seed(0)
         lengths = torch.randint(min_length, max_length + 1, (batch_size,), generator=g)
         return self._sample(lengths, g)
@@ -125,7 +134,9 @@ def _pad(rows: list[list[int]]) -> torch.Tensor:
     return torch.tensor([r + [0] * (width - len(r)) for r in rows], dtype=torch.long)
 
 
-def _final_labels(rows: list[list[int]], labels: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _final_labels(
+    rows: list[list[int]], labels: list[int]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     x = _pad(rows)
     y = torch.zeros_like(x)
     mask = torch.zeros_like(x, dtype=torch.bool)
@@ -136,58 +147,56 @@ def _final_labels(rows: list[list[int]], labels: list[int]) -> tuple[torch.Tenso
     return x, y, mask
 
 
-def _parity(lengths, g):
-    rows, labels = [], []
-    for n in lengths.tolist():
-        toks = (torch.randint(0, 2, (n,), generator=g) + 1).tolist()
-        rows.append(toks)
-        labels.append(1 if toks.count(2) % 2 == 0 else 2)
-    return _final_labels(rows, labels)
+def _parity_label(tokens: list[int]) -> int:
+    return 1 if tokens.count(2) % 2 == 0 else 2
 
 
-def _even_pairs(lengths, g):
-    rows, labels = [], []
-    for n in lengths.tolist():
-        toks = (torch.randint(0, 2, (n,), generator=g) + 1).tolist()
-        rows.append(toks)
-        labels.append(1 if toks[0] == toks[-1] else 2)
-    return _final_labels(rows, labels)
+def _even_pairs_label(tokens: list[int]) -> int:
+    return 1 if tokens[0] == tokens[-1] else 2
 
 
-def _cycle_nav(lengths, g):
-    rows, labels = [], []
-    for n in lengths.tolist():
-        moves = torch.randint(0, 3, (n,), generator=g).tolist()  # 0 STAY, 1 +1, 2 −1
-        position = (moves.count(1) - moves.count(2)) % 5
-        rows.append([m + 1 for m in moves])
-        labels.append(4 + position)
-    return _final_labels(rows, labels)
+def _cycle_nav_label(tokens: list[int]) -> int:
+    return 4 + (tokens.count(2) - tokens.count(3)) % 5
 
 
-def _mod_arith(lengths, g):
-    rows, labels = [], []
-    for n in lengths.tolist():
-        n = n + (n % 2)  # official: odd lengths are rounded up to even
-        numbers = torch.randint(0, 5, (n // 2,), generator=g).tolist()
-        ops = torch.randint(1, 4, (max(n // 2 - 1, 0),), generator=g).tolist()  # + − ×
-        toks = []
-        for i, v in enumerate(numbers):
-            toks.append(v + 5)
-            toks.append(ops[i] if i < len(ops) else 4)
-        # × binds tighter than + and −.
-        terms, signs = [numbers[0]], []
-        for op, v in zip(ops, numbers[1:]):
-            if op == 3:
-                terms[-1] *= v
-            else:
-                terms.append(v)
-                signs.append(op)
-        total = terms[0]
-        for op, v in zip(signs, terms[1:]):
-            total = total + v if op == 1 else total - v
-        rows.append(toks)
-        labels.append(total % 5 + 5)
-    return _final_labels(rows, labels)
+def _mod_arith_label(tokens: list[int]) -> int:
+    numbers = [t - 5 for t in tokens[0::2]]
+    ops = tokens[1:-1:2]
+    # × binds tighter than + and −.
+    terms, signs = [numbers[0]], []
+    for op, v in zip(ops, numbers[1:]):
+        if op == 3:
+            terms[-1] *= v
+        else:
+            terms.append(v)
+            signs.append(op)
+    total = terms[0]
+    for op, v in zip(signs, terms[1:]):
+        total = total + v if op == 1 else total - v
+    return total % 5 + 5
+
+
+def _binary_tokens(n, g):
+    return (torch.randint(0, 2, (n,), generator=g) + 1).tolist()
+
+
+def _cycle_tokens(n, g):
+    return (torch.randint(0, 3, (n,), generator=g) + 1).tolist()  # STAY=1, +1=2, −1=3
+
+
+def _mod_arith_tokens(n, g):
+    n = n + (n % 2)  # official: odd lengths are rounded up to even
+    numbers = (torch.randint(0, 5, (n // 2,), generator=g) + 5).tolist()
+    ops = torch.randint(1, 4, (n // 2 - 1,), generator=g).tolist() + [4]  # + − × ... =
+    return [tok for pair in zip(numbers, ops) for tok in pair]
+
+
+def _final_token_sampler(draw, label):
+    def sample(lengths, g):
+        rows = [draw(n, g) for n in lengths.tolist()]
+        return _final_labels(rows, [label(r) for r in rows])
+
+    return sample
 
 
 def _group_task(name: str, num_inputs: int | None, seed: int) -> Task:
@@ -203,7 +212,9 @@ def _group_task(name: str, num_inputs: int | None, seed: int) -> Task:
             generators.append(elements[rng.randrange(len(elements))])
     index = {e: i for i, e in enumerate(elements)}
     # table[s, a] = index of g_a ∘ element_s.
-    table = torch.tensor([[index[_compose(g, e)] for g in generators] for e in elements], dtype=torch.long)
+    table = torch.tensor(
+        [[index[_compose(g, e)] for g in generators] for e in elements], dtype=torch.long
+    )
 
     def sample(lengths, g):
         width = int(lengths.max())
@@ -216,8 +227,15 @@ def _group_task(name: str, num_inputs: int | None, seed: int) -> Task:
         mask = torch.arange(width)[None, :] < lengths[:, None]
         return x.masked_fill(~mask, 0), y.masked_fill(~mask, 0), mask
 
-    label = name if num_inputs is None else f"{name}_k{num_inputs}"
-    return Task(label, len(generators), len(elements), True, sample)
+    def label(tokens: list[int]) -> list[int]:
+        state, out = 0, []
+        for tok in tokens:
+            state = int(table[state, tok])
+            out.append(state)
+        return out
+
+    task_name = name if num_inputs is None else f"{name}_k{num_inputs}"
+    return Task(task_name, len(generators), len(elements), True, sample, label)
 
 
 def get_task(name: str, num_inputs: int | None = None, seed: int = 0) -> Task:
@@ -232,14 +250,15 @@ def get_task(name: str, num_inputs: int | None = None, seed: int = 0) -> Task:
     Returns:
         A :class:`Task`.
     """
-    if name == "parity":
-        return Task(name, 3, 3, False, _parity)
-    if name == "even_pairs":
-        return Task(name, 3, 3, False, _even_pairs)
-    if name == "cycle_nav":
-        return Task(name, 9, 9, False, _cycle_nav)
-    if name == "mod_arith_no_brack":
-        return Task(name, 10, 10, False, _mod_arith)
+    fsa = {
+        "parity": (3, _binary_tokens, _parity_label),
+        "even_pairs": (3, _binary_tokens, _even_pairs_label),
+        "cycle_nav": (9, _cycle_tokens, _cycle_nav_label),
+        "mod_arith_no_brack": (10, _mod_arith_tokens, _mod_arith_label),
+    }
+    if name in fsa:
+        vocab, draw, label = fsa[name]
+        return Task(name, vocab, vocab, False, _final_token_sampler(draw, label), label)
     if name in GROUP_GENERATORS:
         return _group_task(name, num_inputs, seed)
     raise ValueError(f"name: expected one of {TASKS}, got {name!r}")
