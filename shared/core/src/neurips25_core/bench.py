@@ -115,8 +115,13 @@ def _triton_version() -> str:
 
 def environment() -> dict[str, str]:
     """Machine, versions, git commit and date stamped on every result."""
+    try:
+        load = f"{os.getloadavg()[0]:.1f}"
+    except OSError:
+        load = "n/a"
     return {
         "machine": _machine(),
+        "load": load,
         "torch": torch.__version__,
         "triton": _triton_version(),
         "git_commit": _git_commit(),
@@ -150,6 +155,7 @@ class BenchResult:
     triton: str = ""
     git_commit: str = ""
     date: str = ""
+    load: str = ""
 
     def __post_init__(self) -> None:
         if self.ratio is None and self.baseline_value is not None and self.value not in (0, None):
@@ -160,7 +166,7 @@ class BenchResult:
         if not self.machine:
             env = environment()
             self.machine, self.torch, self.triton = env["machine"], env["torch"], env["triton"]
-            self.git_commit, self.date = env["git_commit"], env["date"]
+            self.git_commit, self.date, self.load = env["git_commit"], env["date"], env["load"]
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -225,7 +231,8 @@ def write_markdown(
     if results:
         r = results[0]
         head.append(
-            f"Measured {r.date} on {r.machine}; torch {r.torch}, triton {r.triton}, commit {r.git_commit}.\n"
+            f"Measured {r.date} on {r.machine} (1-min load average {r.load or 'n/a'} at the first result); "
+            f"torch {r.torch}, triton {r.triton}, commit {r.git_commit}.\n"
         )
     path.write_text("\n".join(head) + "\n" + markdown_table(results))
     return path
