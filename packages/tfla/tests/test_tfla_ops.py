@@ -1,0 +1,137 @@
+"""The public op: dispatch, dtypes, detach_denominator and argument checks."""
+
+from __future__ import annotations
+
+import pytest
+import tfla
+import torch
+from tfla.reference import mlstm_recurrent
+
+from neurips25_core.device import triton_usable
+from neurips25_core.testing import assert_close, check_forward_backward
+
+
+def test_auto_on_cpu_is_the_torch_path(make_inputs):
+    xs = make_inputs(1, 2, 30, 8, 8, requires_grad=False)
+    from tfla.chunkwise import mlstm_chunkwise
+
+    assert torch.equal(tfla.mlstm(*xs, chunk_size=16), mlstm_chunkwise(*xs, chunk_size=16))
+
+
+@pytest.mark.parametrize("backend", ["torch", "reference", "triton"])
+@pytest.mark.parametrize("detach", [False, True])
+def test_backends_match_reference_with_states(make_inputs, backend, detach):
+    if backend == "triton" and not triton_usable():
+        pytest.skip("needs triton with a GPU or TRITON_INTERPRET=1")
+    xs = make_inputs(1, 2, 35, 16, 16, states=True)
+    names = ["q", "k", "v", "i", "f", "c0", "n0", "m0"]
+
+    def fn(q, k, v, i, f, c0, n0, m0):
+        return tfla.mlstm(
+            q,
+            k,
+            v,
+            i,
+            f,
+            chunk_size=16,
+            c0=c0,
+            n0=n0,
+            m0=m0,
+            return_last_state=True,
+            detach_denominator=detach,
+            backend=backend,
+        )
+
+    def ref(q, k, v, i, f, c0, n0, m0):
+        return mlstm_recurrent(
+            q, k, v, i, f, c0=c0, n0=n0, m0=m0, return_last_state=True, detach_denominator=detach
+        )
+
+    check_forward_backward(fn, ref, xs, rtol=1e-5, names=names)
+
+
+def test_detach_denominator_semantics(make_inputs):
+    """dv agrees between the modes, dq does not; the detached mode equals autograd with d detached."""
+    xs = make_inputs(1, 2, 40, 8, 8)
+    g = torch.randn(1, 2, 40, 8, generator=torch.Generator().manual_seed(0))
+    exact = torch.autograd.grad((tfla.mlstm(*xs, chunk_size=16) * g).sum(), xs)
+    official = torch.autograd.grad(
+        (tfla.mlstm(*xs, chunk_size=16, detach_denominator=True) * g).sum(), xs
+    )
+    assert_close(official[2], exact[2], name="dv")
+    assert (official[0] - exact[0]).norm() > 1e-3 * exact[0].norm()
+
+
+def test_state_dtypes(make_inputs):
+    xs = make_inputs(1, 1, 20, 16, 16, dtype=torch.bfloat16, requires_grad=False)
+    h, (C, n, m) = tfla.mlstm(*xs, chunk_size=16, return_last_state=True)
+    assert h.dtype == torch.bfloat16 and (C.dtype, n.dtype, m.dtype) == (torch.float32,) * 3
+    assert (C.shape, n.shape, m.shape) == ((1, 1, 16, 16), (1, 1, 16), (1, 1, 1))
+    h, (C, n, m) = tfla.mlstm(
+        *xs, variant="sig", normalize=False, chunk_size=16, return_last_state=True
+    )
+    assert torch.count_nonzero(m) == 0
+    xs64 = [x.double() for x in xs]
+    _, (C, _, _) = tfla.mlstm(*xs64, chunk_size=16, return_last_state=True, backend="reference")
+    assert C.dtype == torch.float64
+
+
+def _good():
+    B, H, S, D = 1, 2, 8, 4
+    return dict(
+        q=torch.randn(B, H, S, D),
+        k=torch.randn(B, H, S, D),
+        v=torch.randn(B, H, S, 3),
+        i=torch.randn(B, H, S),
+        f=torch.randn(B, H, S),
+    )
+
+
+BAD = [
+    (dict(q=torch.randn(1, 2, 8)), ValueError, "q: expected 4 dimensions"),
+    (dict(q=torch.randint(0, 3, (1, 2, 8, 4))), TypeError, "q: expected a floating dtype"),
+    (dict(q=[1.0]), TypeError, "q: expected a torch.Tensor"),
+    (dict(k=torch.randn(1, 2, 8, 5)), ValueError, "k: expected the shape of q"),
+    (dict(v=torch.randn(1, 2, 7, 3)), ValueError, "v: expected shape"),
+    (dict(i=torch.randn(1, 2, 9)), ValueError, "i: expected shape"),
+    (dict(f=torch.randn(1, 8)), ValueError, "f: expected 3 dimensions"),
+    (dict(v=torch.randn(1, 2, 8, 3, dtype=torch.float64)), TypeError, "v: expected the dtype of q"),
+    (dict(variant="tanh"), ValueError, "variant: expected one of"),
+    (dict(variant="exp", normalize=False), ValueError, "normalize: False is only defined"),
+    (dict(chunk_size=24), ValueError, "chunk_size: expected a power of two >= 16"),
+    (dict(chunk_size=8), ValueError, "chunk_size: expected a power of two >= 16"),
+    (dict(chunk_size=16.0), TypeError, "chunk_size: expected an int"),
+    (dict(eps=-1.0), ValueError, "eps: expected a float >= 0"),
+    (dict(c0=torch.randn(1, 2, 4, 4)), ValueError, r"c0: expected shape \(1, 2, 4, 3\)"),
+    (dict(n0=torch.randn(1, 2, 3)), ValueError, r"n0: expected shape \(1, 2, 4\)"),
+    (dict(m0=torch.randn(1, 2)), ValueError, "m0: expected 3 dimensions"),
+    (dict(variant="sig", m0=torch.ones(1, 2, 1)), ValueError, "m0: mLSTMsig has no stabiliser"),
+    (dict(backend="cuda"), ValueError, "backend: expected one of"),
+    (dict(normalize=1), TypeError, "normalize: expected a bool"),
+]
+
+
+@pytest.mark.parametrize(("change", "exc", "match"), BAD)
+def test_bad_arguments_raise(change, exc, match):
+    args = _good()
+    before = {k: v.clone() for k, v in args.items()}
+    kwargs = {k: change.pop(k) for k in list(change) if k not in args}
+    args.update(change)
+    with pytest.raises(exc, match=match):
+        tfla.mlstm(args["q"], args["k"], args["v"], args["i"], args["f"], **kwargs)
+    for k, v in before.items():
+        if k not in change:
+            assert torch.equal(args[k], v), f"{k} was modified"
+
+
+def test_triton_on_cpu_without_interpreter_raises(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    a = _good()
+    with pytest.raises(ValueError, match="backend: 'triton' needs CUDA tensors"):
+        tfla.mlstm(a["q"], a["k"], a["v"], a["i"], a["f"], backend="triton")
+
+
+def test_triton_rejects_float64():
+    a = {k: v.double() for k, v in _good().items()}
+    with pytest.raises(TypeError, match="float64"):
+        tfla.mlstm(a["q"], a["k"], a["v"], a["i"], a["f"], backend="triton")
