@@ -1,1 +1,1 @@
-"""Triton kernels (imported lazily by ops.py)."""
+"""Triton kernels of sinkgd (imported lazily by :mod:`sinkgd.ops`; never at package import)."""
