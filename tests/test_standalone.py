@@ -46,6 +46,8 @@ def test_member_wheel_installs_and_passes_its_tests_alone(member, tmp_path):
     )
     # Tests run from a copy outside the repository, so only the installed wheels can be imported.
     shutil.copytree(member / "tests", tmp_path / "tests")
+    if (member / "benchmarks").is_dir():  # the GPU script's --toy run is tested too
+        shutil.copytree(member / "benchmarks", tmp_path / "benchmarks")
     shutil.copy(ROOT / "conftest.py", tmp_path / "conftest.py")
     (tmp_path / "pytest.ini").write_text(PYTEST_INI)
     proc = subprocess.run(
