@@ -8,8 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from tests.workspace import ROOT
 
 EXE = shutil.which("neurips25") or str(Path(sys.executable).parent / "neurips25")
@@ -42,7 +40,6 @@ def test_bench_then_report(tmp_path):
     assert rep.returncode == 0 and "copy_bandwidth" in rep.stdout
 
 
-@pytest.mark.parametrize("flag", ["--quick", "--full"])
-def test_help_mentions_modes(flag):
+def test_help_mentions_modes():
     proc = run("bench", "--help")
-    assert flag in proc.stdout
+    assert "--quick" in proc.stdout and "--full" in proc.stdout

@@ -60,11 +60,13 @@ def test_plots_are_written(tmp_path):
 
 
 def test_peak_rss_subprocess_sees_a_large_allocation():
-    small = peak_rss_subprocess("x = torch.zeros(1)")
-    big = peak_rss_subprocess("x = torch.ones(64 * 1024 * 1024 // 4)")  # 64 MiB, touched
+    # The setup allocates and frees 128 MiB first: its peak must not hide the measured code's.
+    setup = "y = b'\\x01' * (128 << 20)\ndel y"
+    small = peak_rss_subprocess("x = b'\\x01' * 1024", setup=setup)
+    big = peak_rss_subprocess("x = b'\\x01' * (64 << 20)", setup=setup)  # 64 MiB, written
     assert big["delta"] > 48 * 1024 * 1024 > small["delta"]
     with pytest.raises(RuntimeError, match="failed"):
-        peak_rss_subprocess("raise SystemExit(3)")
+        peak_rss_subprocess("raise SystemExit(3)", setup="")
 
 
 def test_roofline_measures_positive_limits():

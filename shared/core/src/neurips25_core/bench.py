@@ -497,6 +497,7 @@ def roofline(
     device: str | torch.device | None = None,
     matmul_size: int | None = None,
     copy_bytes: int | None = None,
+    min_time: float = 1.0,
 ) -> dict[str, float]:
     """Measure this machine's own limits: fp32 matmul FLOP/s, copy bandwidth, on GPU bf16 FLOP/s.
 
@@ -519,15 +520,17 @@ def roofline(
     a = torch.randn(n, n, device=dev)
     b = torch.randn(n, n, device=dev)
     c = torch.empty(n, n, device=dev)
-    t = time_fn(lambda: torch.mm(a, b, out=c), warmup=2, min_time=1.0, max_repeats=50, device=dev)
+    t = time_fn(
+        lambda: torch.mm(a, b, out=c), warmup=2, min_time=min_time, max_repeats=50, device=dev
+    )
     out["fp32_flops"] = 2 * n**3 / t.median
     if gpu:
         a16, b16 = a.bfloat16(), b.bfloat16()
-        t = time_fn(lambda: torch.mm(a16, b16), warmup=3, min_time=1.0, device=dev)
+        t = time_fn(lambda: torch.mm(a16, b16), warmup=3, min_time=min_time, device=dev)
         out["bf16_flops"] = 2 * n**3 / t.median
     src = torch.empty(nbytes // 4, dtype=torch.float32, device=dev).fill_(1.0)
     dst = torch.empty_like(src)
-    t = time_fn(lambda: dst.copy_(src), warmup=2, min_time=1.0, max_repeats=50, device=dev)
+    t = time_fn(lambda: dst.copy_(src), warmup=2, min_time=min_time, max_repeats=50, device=dev)
     out["bandwidth"] = 2 * nbytes / t.median
     return out
 

@@ -20,7 +20,7 @@ def roofline_case(ctx: Context) -> None:
 
     if torch.cuda.is_available():
         size, copy = (4096, 256 << 20) if ctx.quick else (8192, 2 << 30)
-    r = roofline(matmul_size=size, copy_bytes=copy)
+    r = roofline(matmul_size=size, copy_bytes=copy, min_time=0.3 if ctx.quick else 1.0)
     ctx.record("fp32_matmul", r["fp32_flops"] / 1e9, "GFLOP/s", lower_is_better=False, n=size)
     if "bf16_flops" in r:
         ctx.record("bf16_matmul", r["bf16_flops"] / 1e9, "GFLOP/s", lower_is_better=False, n=size)
