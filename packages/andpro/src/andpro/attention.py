@@ -58,7 +58,7 @@ def masked_attention(
     if impl == "eager":
         logits = torch.matmul(query, key.transpose(2, 3)) * scaling
         logits = logits.masked_fill(~allowed, torch.finfo(logits.dtype).min)
-        weights = torch.softmax(logits, dim=-1, dtype=torch.float32).to(query.dtype)
+        weights = torch.softmax(logits, dim=-1, dtype=torch.promote_types(logits.dtype, torch.float32)).to(query.dtype)
         out = torch.matmul(weights, value)
         return out.transpose(1, 2).contiguous(), weights
     out = F.scaled_dot_product_attention(query, key, value, attn_mask=allowed, scale=scaling)

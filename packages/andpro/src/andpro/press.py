@@ -204,24 +204,48 @@ class Press:
 
     # ------------------------------------------------------------------------------------- compression
 
+    def keep_mask(
+        self,
+        queries: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        scaling: float | None = None,
+        layer_idx: int = 0,
+    ) -> torch.Tensor:
+        """What this press keeps of one layer, at the tensor level (no model).
+
+        Args:
+            queries: ``[B, H_q, w, d]`` post-RoPE queries of the last ``window`` prompt tokens.
+            keys, values: ``[B, H_kv, L, d]`` post-RoPE keys and values of the prompt.
+            scaling: attention logit scale (default ``1/sqrt(d)``).
+            layer_idx: passed to the scorer (seeds the random scorer).
+
+        Returns:
+            ``[B, H, L]`` bool keep mask, ``H = H_kv`` (or ``H_q`` for a ``"per_qhead"`` scorer).
+        """
+        length = keys.shape[2]
+        budget = resolve_budget(self.budget, length, self.sink_tokens, self.window)
+        groups = queries.shape[1] // keys.shape[1]
+        heads = keys.shape[1] * (groups if self.scorer.gqa_reduce == "per_qhead" else 1)
+        if budget == length:
+            return torch.ones(keys.shape[0], heads, length, dtype=torch.bool, device=keys.device)
+        ctx = ScoringContext(
+            queries=queries, keys=keys, values=values, sink_tokens=self.sink_tokens, window=self.window,
+            pool_kernel=self.pool_kernel, scaling=scaling, layer_idx=layer_idx,
+        )
+        scores = self.scorer.score(ctx)
+        if scores.shape != (keys.shape[0], heads, length):
+            raise RuntimeError(
+                f"{type(self.scorer).__name__}.score returned {tuple(scores.shape)}, expected {(keys.shape[0], heads, length)}"
+            )
+        return select_keep(
+            scores, budget, sink_tokens=self.sink_tokens, window=self.window, chunk_size=self.chunk_size,
+            head_budget=self.head_budget,
+        )
+
     def _compress(self, layer_idx: int, layer, queries: torch.Tensor, scaling: float) -> None:
         length = layer.logical_length
-        budget = resolve_budget(self.budget, length, self.sink_tokens, self.window)
-        heads = layer.keys.shape[1] * (queries.shape[1] // layer.keys.shape[1] if self.scorer.gqa_reduce == "per_qhead" else 1)
-        if budget < length:
-            ctx = ScoringContext(
-                queries=queries, keys=layer.keys, values=layer.values, sink_tokens=self.sink_tokens,
-                window=self.window, pool_kernel=self.pool_kernel, scaling=scaling, layer_idx=layer_idx,
-            )
-            scores = self.scorer.score(ctx)
-            if scores.shape != (layer.keys.shape[0], heads, length):
-                raise RuntimeError(
-                    f"{type(self.scorer).__name__}.score returned {tuple(scores.shape)}, expected "
-                    f"{(layer.keys.shape[0], heads, length)}"
-                )
-            keep = select_keep(
-                scores, budget, sink_tokens=self.sink_tokens, window=self.window, chunk_size=self.chunk_size,
-                head_budget=self.head_budget,
-            )
+        keep = self.keep_mask(queries, layer.keys, layer.values, scaling, layer_idx)
+        if not bool(keep.all()):
             layer.compress(keep)
-        self.stats.append({"layer": layer_idx, "length": length, "budget": budget, "kept": layer.kept_counts()})
+        self.stats.append({"layer": layer_idx, "length": length, "budget": int(keep[0].sum()) // keep.shape[1], "kept": layer.kept_counts()})
