@@ -59,7 +59,7 @@ def test_x0_checks():
         pd_scan(p, d, b, x0=torch.zeros(2, 4, dtype=torch.complex64))
     with pytest.raises(TypeError, match="x0: expected the dtype of d"):
         pd_scan(p, d, b, x0=torch.zeros(2, 3))
-    with pytest.raises(TypeError, match="x0: expected a torch.Tensor"):
+    with pytest.raises(TypeError, match=r"x0: expected a torch\.Tensor"):
         pd_scan(p, d, b, x0=[0, 1, 2])
 
 

@@ -16,12 +16,13 @@ from neurips25_core.testing import assert_close
 
 @pytest.mark.parametrize(
     ("transition", "orientation", "d_generator", "x0", "readout"),
-    list(
-        itertools.product(
+    [
+        *itertools.product(
             ["pd", "diagonal", "dense"], ["column", "row"], ["mlp"], ["e0"], ["linear"]
-        )
-    )
-    + [("pd", "column", "linear", "zero", "c_matrix"), ("pd", "row", "linear", "zero", "linear")],
+        ),
+        ("pd", "column", "linear", "zero", "c_matrix"),
+        ("pd", "row", "linear", "zero", "linear"),
+    ],
 )
 def test_variants_run_forward_backward(transition, orientation, d_generator, x0, readout):
     torch.manual_seed(0)

@@ -39,7 +39,7 @@ def test_group_orders(name, order):
     assert len(group_elements(GROUP_GENERATORS[name])) == order
     task = get_task(name)
     assert task.num_classes == order
-    x, y, mask = task.sample(64, 300)
+    _, y, mask = task.sample(64, 300)
     assert int(y.max()) < order and bool(mask.all())
 
 

@@ -21,7 +21,7 @@ import math
 import torch
 from torch import nn
 
-from .ops import ORIENTATIONS, pd_scan
+from .ops import ORIENTATIONS, check_backend, pd_scan, scan_checked
 from .reference import dense_scan
 
 __all__ = ["PDSSM", "PDSSMLayer"]
@@ -101,6 +101,9 @@ class PDSSMLayer(nn.Module):
         self.d_generator = _choice("d_generator", d_generator, D_GENERATORS)
         self.x0 = _choice("x0", x0, INITIAL_STATES)
         self.readout_kind = _choice("readout", readout, READOUTS)
+        check_backend(
+            torch.empty(0, dtype=torch.complex64), backend if backend != "triton" else "auto"
+        )
         self.backend = backend
         _positive_int("hidden_multiple", hidden_multiple)
         if not 0.0 <= dropout < 1.0:
@@ -151,6 +154,20 @@ class PDSSMLayer(nn.Module):
         hard = torch.zeros_like(soft).scatter_(axis, index, 1.0)
         return (hard - soft).detach() + soft
 
+    def _indices_and_soft(self, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Hardmax indices and the soft matrix, with the softmax axis contiguous in memory.
+
+        A reduction over a strided axis of a (B, L, N, N) tensor is several times slower than
+        over the contiguous one, so the column orientation builds ``Mᵀ`` and returns a transposed
+        view. ``argmax M = argmax softmax(M)``, so the indices come from ``M`` directly.
+        """
+        weights = torch.softmax(self.selector(u), dim=-1)
+        if self.orientation == "column":
+            logits = torch.einsum("blk,kmn->blnm", weights, self.dictionary)
+            return logits.argmax(-1), torch.softmax(logits, dim=-1).transpose(-1, -2)
+        logits = torch.einsum("blk,kmn->blmn", weights, self.dictionary)
+        return logits.argmax(-1), torch.softmax(logits, dim=-1)
+
     def states(self, u: torch.Tensor) -> torch.Tensor:
         """The complex states ``x_1..x_L`` (B, L, N) for inputs (B, L, E)."""
         batch, length, _ = u.shape
@@ -163,7 +180,9 @@ class PDSSMLayer(nn.Module):
         if self.x0 == "e0":
             x0[:, 0] = 1
         if self.transition == "pd":
-            return pd_scan(self.one_hot_factor(u), d, b, x0, self.orientation, self.backend)
+            indices, soft = self._indices_and_soft(u)
+            check_backend(d, self.backend)
+            return scan_checked(indices, soft, d, b, x0, self.orientation, self.backend)
         if self.transition == "diagonal":
             identity = torch.arange(n, device=u.device).expand(batch, length, n)
             return pd_scan(identity, d, b, x0, self.orientation, self.backend)

@@ -57,7 +57,7 @@ class _PDScan(torch.autograd.Function):
     def backward(ctx, grad_x):
         p, d, x0, x = ctx.saved_tensors
         orientation, backend = ctx.orientation, ctx.backend
-        batch, length, size = d.shape
+        batch, _, size = d.shape
         grad_x = grad_x.contiguous()
         # Reverse-time scan for g: step s uses A_{L+2-s}^H; step 1 has no transition (g_{L+1} = 0),
         # so it gets the identity with a zero diagonal.
@@ -83,11 +83,12 @@ class _PDScan(torch.autograd.Function):
             else:
                 grad_x0 = torch.zeros_like(x0).scatter_add(-1, p[:, 0], d[:, 0].conj() * g[:, 0])
         if ctx.needs_input_grad[4]:
-            if orientation == "column":
-                outer = g.unsqueeze(-1) * (d * x_prev).conj().unsqueeze(-2)
-            else:
-                outer = (d.conj() * g).unsqueeze(-1) * x_prev.conj().unsqueeze(-2)
-            grad_matrix = outer.real.to(ctx.matrix_dtype)
+            # Re(u ⊗ conj(v)) = Re u ⊗ Re v + Im u ⊗ Im v: one real batched matmul with inner size 2.
+            left, right = (g, d * x_prev) if orientation == "column" else (d.conj() * g, x_prev)
+            grad_matrix = torch.matmul(
+                torch.view_as_real(left), torch.view_as_real(right).transpose(-1, -2)
+            )
+            grad_matrix = grad_matrix.to(ctx.matrix_dtype)
         return None, grad_d, grad_b, grad_x0, grad_matrix, None, None
 
 
@@ -154,6 +155,14 @@ def _check_inputs(p, d, b, x0, orientation, backend):
         if x0.device != d.device:
             raise ValueError(f"x0: expected the device of d ({d.device}), got {x0.device}")
 
+    check_backend(d, backend)
+    return indices, matrix, x0
+
+
+def check_backend(d: torch.Tensor, backend: str) -> None:
+    """Raise if ``backend`` is unknown or cannot run on ``d`` (dtype, device, interpreter)."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
     if backend == "triton":
         from neurips25_core.device import triton_available, triton_interpret
 
@@ -166,7 +175,6 @@ def _check_inputs(p, d, b, x0, orientation, backend):
                 "backend: 'triton' needs CUDA tensors, or TRITON_INTERPRET=1 for CPU tensors; "
                 f"got device {d.device} without the interpreter"
             )
-    return indices, matrix, x0
 
 
 def pd_scan(
@@ -214,6 +222,24 @@ def pd_scan(
         torch.Size([2, 5, 4])
     """
     indices, matrix, x0 = _check_inputs(p, d, b, x0, orientation, backend)
+    return scan_checked(indices, matrix, d, b, x0, orientation, backend)
+
+
+def scan_checked(
+    indices: torch.Tensor,
+    matrix: torch.Tensor | None,
+    d: torch.Tensor,
+    b: torch.Tensor,
+    x0: torch.Tensor,
+    orientation: str,
+    backend: str,
+) -> torch.Tensor:
+    """:func:`pd_scan` after the checks, with the indices already known (used by the layer).
+
+    ``matrix`` (or None) only routes the straight-through gradient: the forward value is always
+    the one-hot of ``indices``, so passing the *soft* matrix here is the straight-through
+    estimator ``(hard − soft).detach() + soft`` without materialising ``hard``.
+    """
     if backend == "auto":
         from neurips25_core.device import use_triton_for
 

@@ -82,12 +82,13 @@ def transition_matrices(p: torch.Tensor, d: torch.Tensor, orientation: str) -> t
     """
     n = d.shape[-1]
     if p.dim() == d.dim():
-        onehot = torch.nn.functional.one_hot(p, n).to(d.real.dtype)
-        # one_hot(p)[..., i, j] = [p[i] == j]: for column p that is P^T, for row q it is P.
-        matrix = onehot.transpose(-1, -2) if orientation == "column" else onehot
-    else:
-        matrix = p
-    matrix = matrix.to(d.dtype)
+        # Scatter d straight into place (no int64 one-hot temporary): column A[p[n], n] = d[n],
+        # row A[m, q[m]] = d[m]. Differentiable in d.
+        a = d.new_zeros(*d.shape, n)
+        if orientation == "column":
+            return a.scatter(-2, p.unsqueeze(-2), d.unsqueeze(-2))
+        return a.scatter(-1, p.unsqueeze(-1), d.unsqueeze(-1))
+    matrix = p.to(d.dtype)
     if orientation == "column":
         return matrix * d.unsqueeze(-2)
     return d.unsqueeze(-1) * matrix
@@ -106,8 +107,10 @@ def dense_scan(a: torch.Tensor, b: torch.Tensor, x0: torch.Tensor) -> torch.Tens
     """
     x = x0
     states = []
-    for t in range(b.shape[1]):
-        x = torch.einsum("bmn,bn->bm", a[:, t], x) + b[:, t]
+    # unbind, not a[:, t]: the backward of indexing in a loop zero-fills a full (B, L, N, N)
+    # gradient per step (O(L²·N²) work; the official loop does this), unbind's backward stacks once.
+    for a_t, b_t in zip(a.unbind(1), b.unbind(1)):
+        x = torch.einsum("bmn,bn->bm", a_t, x) + b_t
         states.append(x)
     return torch.stack(states, dim=1)
 

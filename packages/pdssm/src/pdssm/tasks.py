@@ -187,7 +187,7 @@ def _cycle_tokens(n, g):
 def _mod_arith_tokens(n, g):
     n = n + (n % 2)  # official: odd lengths are rounded up to even
     numbers = (torch.randint(0, 5, (n // 2,), generator=g) + 5).tolist()
-    ops = torch.randint(1, 4, (n // 2 - 1,), generator=g).tolist() + [4]  # + − × ... =
+    ops = [*torch.randint(1, 4, (n // 2 - 1,), generator=g).tolist(), 4]  # + − × ... =
     return [tok for pair in zip(numbers, ops) for tok in pair]
 
 

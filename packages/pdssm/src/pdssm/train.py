@@ -15,7 +15,7 @@ from torch import nn
 
 from .tasks import Task
 
-__all__ = ["TrainResult", "evaluate", "train_task"]
+__all__ = ["TrainResult", "Trainer", "evaluate", "train_task"]
 
 
 @dataclasses.dataclass
@@ -26,27 +26,14 @@ class TrainResult:
     seconds: float
 
 
-def train_task(
-    model: nn.Module,
-    task: Task,
-    steps: int,
-    min_length: int,
-    max_length: int | None = None,
-    batch_size: int = 64,
-    lr: float = 1e-2,
-    weight_decay: float = 0.01,
-    warmup: float = 0.1,
-    grad_clip: float = 1.0,
-    seed: int = 0,
-    progress: bool = True,
-    desc: str = "train",
-) -> TrainResult:
-    """Train ``model`` (tokens (B, T) → logits (B, T, C)) on fresh batches of ``task``.
+class Trainer:
+    """Stateful training loop: one optimizer and one-cycle schedule over ``steps`` steps, run in
+    segments (so a caller can evaluate in between, as the official protocol does).
 
     Args:
         model: a per-token classifier such as :class:`pdssm.PDSSM` with ``output="all"``.
         task: the task to sample.
-        steps: optimizer steps.
+        steps: total optimizer steps (the schedule's length).
         min_length, max_length: training length range (inclusive).
         batch_size: sequences per step.
         lr: peak learning rate of the one-cycle schedule.
@@ -56,35 +43,80 @@ def train_task(
         seed: seed of the batch stream.
         progress: show a tqdm bar.
         desc: the bar's label.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        task: Task,
+        steps: int,
+        min_length: int,
+        max_length: int | None = None,
+        batch_size: int = 64,
+        lr: float = 1e-2,
+        weight_decay: float = 0.01,
+        warmup: float = 0.1,
+        grad_clip: float = 1.0,
+        seed: int = 0,
+        progress: bool = True,
+        desc: str = "train",
+    ) -> None:
+        self.model, self.task, self.steps = model, task, steps
+        self.min_length, self.max_length, self.batch_size = min_length, max_length, batch_size
+        self.grad_clip, self.progress, self.desc = grad_clip, progress, desc
+        self.opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+        self.sched = torch.optim.lr_scheduler.OneCycleLR(
+            self.opt, max_lr=lr, total_steps=steps, pct_start=warmup, anneal_strategy="cos"
+        )
+        self.gen = torch.Generator().manual_seed(seed)
+        self.loss_fn = nn.CrossEntropyLoss()
+        self.losses: list[float] = []
+
+    def run(self, n: int) -> float:
+        """Run ``n`` more steps (at most the remaining ones); return the seconds taken."""
+        from tqdm.auto import tqdm
+
+        n = min(n, self.steps - len(self.losses))
+        start = time.perf_counter()
+        self.model.train()
+        bar = tqdm(range(n), desc=self.desc, disable=not self.progress, leave=False)
+        for _ in bar:
+            x, y, mask = self.task.sample(
+                self.batch_size, self.min_length, self.max_length, generator=self.gen
+            )
+            logits = self.model(x)
+            loss = self.loss_fn(logits[mask], y[mask])
+            self.opt.zero_grad(set_to_none=True)
+            loss.backward()
+            nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip)
+            self.opt.step()
+            self.sched.step()
+            self.losses.append(loss.item())
+            if self.progress:
+                bar.set_postfix(loss=f"{self.losses[-1]:.3f}")
+        return time.perf_counter() - start
+
+
+def train_task(
+    model: nn.Module,
+    task: Task,
+    steps: int,
+    min_length: int,
+    max_length: int | None = None,
+    **kwargs,
+) -> TrainResult:
+    """Train ``model`` (tokens (B, T) → logits (B, T, C)) on fresh batches of ``task``.
+
+    AdamW with a one-cycle schedule (linear warm-up, cosine decay) and gradient clipping; the
+    keyword arguments are those of :class:`Trainer` (``batch_size=64, lr=1e-2,
+    weight_decay=0.01, warmup=0.1, grad_clip=1.0, seed=0, progress=True, desc="train"``).
 
     Returns:
         A :class:`TrainResult`.
     """
-    from tqdm.auto import tqdm
-
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
-    sched = torch.optim.lr_scheduler.OneCycleLR(
-        opt, max_lr=lr, total_steps=steps, pct_start=warmup, anneal_strategy="cos"
-    )
-    gen = torch.Generator().manual_seed(seed)
-    loss_fn = nn.CrossEntropyLoss()
-    losses = []
-    start = time.perf_counter()
-    model.train()
-    bar = tqdm(range(steps), desc=desc, disable=not progress, leave=False)
-    for _ in bar:
-        x, y, mask = task.sample(batch_size, min_length, max_length, generator=gen)
-        logits = model(x)
-        loss = loss_fn(logits[mask], y[mask])
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-        opt.step()
-        sched.step()
-        losses.append(loss.item())
-        if progress:
-            bar.set_postfix(loss=f"{losses[-1]:.3f}")
-    return TrainResult(losses=losses, seconds=time.perf_counter() - start)
+    trainer = Trainer(model, task, steps, min_length, max_length, **kwargs)
+    seconds = trainer.run(steps)
+    return TrainResult(losses=trainer.losses, seconds=seconds)
 
 
 @torch.no_grad()
