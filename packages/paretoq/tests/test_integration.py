@@ -5,11 +5,11 @@ from __future__ import annotations
 import copy
 import io
 
+import paretoq
 import pytest
 import torch
 from torch import nn
 
-import paretoq
 from neurips25_core.models import tiny_llama, tiny_llama_config
 from neurips25_core.testing import assert_close, randint, randn
 
@@ -18,7 +18,10 @@ LINEARS = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down
 
 
 def _model(seed=0):
-    return tiny_llama(tiny_llama_config(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=48), seed=seed)
+    return tiny_llama(
+        tiny_llama_config(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=48),
+        seed=seed,
+    )
 
 
 def _tokens(seed=0):
@@ -30,7 +33,9 @@ def test_quantize_swaps_exactly_the_projections(bits):
     model = _model()
     emb, head = model.get_input_embeddings(), model.get_output_embeddings()
     emb_w = emb.weight.detach().clone()
-    before = {n: m.weight.detach().clone() for n, m in model.named_modules() if isinstance(m, nn.Linear)}
+    before = {
+        n: m.weight.detach().clone() for n, m in model.named_modules() if isinstance(m, nn.Linear)
+    }
     paretoq.quantize_(model, bits)
     swapped = {n for n, m in model.named_modules() if isinstance(m, paretoq.QuantLinear)}
     assert {n.rsplit(".", 1)[-1] for n in swapped} == LINEARS
@@ -71,7 +76,7 @@ def test_filter_fn_selects_and_protects():
     with pytest.raises(ValueError, match="lm_head"):
         paretoq.quantize_(model, 2, filter_fn=lambda m, fqn: True)
     assert not any(isinstance(m, paretoq.QuantLinear) for m in model.modules())  # nothing mutated
-    with pytest.raises(ValueError, match="no nn.Linear"):
+    with pytest.raises(ValueError, match=r"no nn\.Linear"):
         paretoq.quantize_(_model(), 2, filter_fn=lambda m, fqn: False)
     with pytest.raises(ValueError, match="bits"):
         paretoq.quantize_(_model(), 5)
@@ -121,10 +126,14 @@ def test_state_dict_round_trip_keeps_alpha(bits):
 
 def test_official_weight_clip_val_keys_load_into_alpha():
     model = paretoq.quantize_(_model(seed=1), 2)
-    state = {k.replace(".alpha", ".weight_clip_val"): v * 0.5 for k, v in model.state_dict().items()}
+    state = {
+        k.replace(".alpha", ".weight_clip_val"): v * 0.5 for k, v in model.state_dict().items()
+    }
     fresh = paretoq.quantize_(_model(seed=1), 2)
     fresh.load_state_dict(state)
-    assert torch.equal(fresh.model.layers[1].mlp.up_proj.alpha, model.model.layers[1].mlp.up_proj.alpha * 0.5)
+    assert torch.equal(
+        fresh.model.layers[1].mlp.up_proj.alpha, model.model.layers[1].mlp.up_proj.alpha * 0.5
+    )
 
 
 @pytest.mark.parametrize("bits", BITS)
@@ -153,7 +162,10 @@ def test_pack_gives_the_same_logits(bits):
 
 def test_model_size_bits_of_packed_two_bit_model():
     model = tiny_llama(tiny_llama_config(hidden_size=64, num_layers=2, num_heads=2))
-    quant_numel = sum(m.weight.numel() for m in model.modules() if isinstance(m, nn.Linear)) - model.lm_head.weight.numel()
+    quant_numel = (
+        sum(m.weight.numel() for m in model.modules() if isinstance(m, nn.Linear))
+        - model.lm_head.weight.numel()
+    )
     other = sum(p.numel() for p in model.parameters()) - quant_numel  # tied head counted once
     paretoq.quantize_(model, 2)
     n_rows = sum(m.out_features for m in model.modules() if isinstance(m, paretoq.QuantLinear))
