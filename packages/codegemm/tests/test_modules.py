@@ -2,12 +2,12 @@
 
 import io
 
+import codegemm
 import pytest
 import torch
-
-import codegemm
 from codegemm import CodebookConfig, CodebookLinear
 from codegemm.reference import codebook_matmul_reference
+
 from neurips25_core.device import triton_usable
 from neurips25_core.models import tiny_llama, tiny_llama_config
 from neurips25_core.testing import assert_close, randn
@@ -91,7 +91,9 @@ def test_quantize_llama_swaps_linears_but_not_head(llama_pair):
     _, quantized, report = llama_pair
     names = set(report["quantized"])
     assert len(names) == 7 and not report["skipped"]
-    assert isinstance(quantized.lm_head, torch.nn.Linear) and not isinstance(quantized.lm_head, CodebookLinear)
+    assert isinstance(quantized.lm_head, torch.nn.Linear) and not isinstance(
+        quantized.lm_head, CodebookLinear
+    )
     assert isinstance(quantized.model.embed_tokens, torch.nn.Embedding)
     assert isinstance(quantized.model.layers[0].mlp.down_proj, CodebookLinear)
 
@@ -119,12 +121,18 @@ def test_filter_fn_calibration_and_fit_group():
     report = codegemm.quantize_(
         model, CodebookConfig.m1v4(**FAST), filter_fn=lambda mod, fqn: "mlp" in fqn, calibration=ids
     )
-    assert set(report["quantized"]) == {"model.layers.0.mlp.gate_proj", "model.layers.0.mlp.up_proj"}
+    assert set(report["quantized"]) == {
+        "model.layers.0.mlp.gate_proj",
+        "model.layers.0.mlp.up_proj",
+    }
     assert "model.layers.0.mlp.down_proj" in report["skipped"]  # K = 352 is not a multiple of 128
     assert not isinstance(model.model.layers[0].self_attn.q_proj, CodebookLinear)
     model2 = tiny_llama(config, seed=1)
     report2 = codegemm.quantize_(
-        model2, CodebookConfig.m1v4(**FAST), filter_fn=lambda mod, fqn: "down" in fqn, fit_group_size=True
+        model2,
+        CodebookConfig.m1v4(**FAST),
+        filter_fn=lambda mod, fqn: "down" in fqn,
+        fit_group_size=True,
     )
     assert report2["configs"]["model.layers.0.mlp.down_proj"].group_size == 88
     with pytest.raises(TypeError, match="config"):
@@ -134,6 +142,8 @@ def test_filter_fn_calibration_and_fit_group():
 @pytest.mark.skipif(not triton_usable(), reason="Triton is not usable here")
 def test_module_runs_triton_impl(layer_pair):
     _, q, _ = layer_pair
-    small = CodebookLinear.from_quantized(q.codes[:16].clone(), q.codebooks, q.scales[:16].clone(), impl="triton", backend="psumbook")
+    small = CodebookLinear.from_quantized(
+        q.codes[:16].clone(), q.codebooks, q.scales[:16].clone(), impl="triton", backend="psumbook"
+    )
     x = randn(2, 256, seed=6)
     assert_close(small(x), codebook_matmul_reference(x, small.codes, small.codebooks, small.scales))

@@ -1,11 +1,11 @@
 """Every matmul path (torch and interpreted Triton) against the float64 reference."""
 
+import codegemm
 import pytest
 import torch
-
-import codegemm
 from codegemm.psumbook import make_plan, psumbook_matmul, resolve_tile
 from codegemm.reference import codebook_matmul_reference
+
 from neurips25_core.device import triton_usable
 from neurips25_core.testing import assert_close, check_forward_backward, poisoned_empty, randn
 
@@ -71,7 +71,9 @@ def test_leading_dims_and_float64_and_bf16():
         y = codegemm.codebook_matmul(x, codes, books, scales, backend=backend, impl="torch")
         assert y.shape == (2, 3, 11) and y.dtype == torch.float64
         assert_close(y, ref, rtol=1e-6 if backend != "reference" else 1e-12)  # fp32 codebooks
-    yb = codegemm.codebook_matmul(x.bfloat16(), codes, books, scales, backend="psumbook", impl="torch")
+    yb = codegemm.codebook_matmul(
+        x.bfloat16(), codes, books, scales, backend="psumbook", impl="torch"
+    )
     assert yb.dtype == torch.bfloat16
     assert_close(yb, codebook_matmul_reference(x.bfloat16(), codes, books, scales))
 
@@ -97,7 +99,8 @@ def test_backward_reaches_x(backend):
     assert errs  # forward and grad of x compared
     xd = randn(2, 128, seed=6, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(
-        lambda t: codegemm.codebook_matmul(t, codes, books, scales, backend=backend, impl="torch"), (xd,)
+        lambda t: codegemm.codebook_matmul(t, codes, books, scales, backend=backend, impl="torch"),
+        (xd,),
     )
 
 
@@ -144,7 +147,9 @@ def test_bad_inputs_raise_naming_the_argument():
 
 # ----------------------------------------------------------------------------- Triton (interpreter)
 
-needs_triton = pytest.mark.skipif(not triton_usable(), reason="Triton is not usable here (no GPU, no interpreter)")
+needs_triton = pytest.mark.skipif(
+    not triton_usable(), reason="Triton is not usable here (no GPU, no interpreter)"
+)
 
 TRITON_SHAPES = [
     # (M, K, m, v, bits, g): ~1e4 elements per tensor at most
@@ -199,7 +204,9 @@ def test_triton_backward_and_leading_dims():
     codes, books, scales = random_format(13, 64, 1, 4, 8, 32, seed=5)
     x = randn(2, 3, 64, seed=6, requires_grad=True)
     errs = check_forward_backward(
-        lambda t: codegemm.codebook_matmul(t, codes, books, scales, backend="psumbook", impl="triton"),
+        lambda t: codegemm.codebook_matmul(
+            t, codes, books, scales, backend="psumbook", impl="triton"
+        ),
         lambda t: codebook_matmul_reference(t, codes, books, scales),
         [x],
     )

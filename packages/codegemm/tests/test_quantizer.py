@@ -1,12 +1,12 @@
 """The quantizer on Gaussian weights: error range, vs RTN, monotone refinement, calibration."""
 
+import codegemm
 import pytest
 import torch
-
-import codegemm
 from codegemm import CodebookConfig
 from codegemm.quantizer import quantize_weight, relative_weight_error, round_to_nearest
 from codegemm.reference import dequantize_reference
+
 from neurips25_core.testing import randn
 
 FAST = {"kmeans_iters": 8, "refine_rounds": 2}
@@ -68,7 +68,9 @@ def test_calibration_weights_the_error():
     cfg = CodebookConfig.m1v4(**FAST)
     plain = quantize_weight(w, cfg)
     weighted = quantize_weight(w, cfg, h)
-    plain_weighted_error = relative_weight_error(w, dequantize_reference(plain.codes, plain.codebooks, plain.scales), h)
+    plain_weighted_error = relative_weight_error(
+        w, dequantize_reference(plain.codes, plain.codebooks, plain.scales), h
+    )
     assert weighted.weighted_error < plain_weighted_error
 
 

@@ -2,7 +2,6 @@
 
 import pytest
 import torch
-
 from codegemm.format import (
     from_aqlm,
     from_official,
@@ -18,6 +17,7 @@ from codegemm.reference import (
     psumbook_reference,
     round_to_nearest_reference,
 )
+
 from neurips25_core.testing import assert_close, randn
 
 from .helpers import random_format
@@ -29,7 +29,10 @@ def test_psumbook_identity_float64(m, v, bits, g, n):
     """y[n,r] = Σ_j s[r,G(j)] Σ_k P[n,j,k,codes[r,j,k]] equals x Ŵᵀ (the method's identity)."""
     codes, books, scales = random_format(13, 128, m, v, bits, g, seed=3)
     x = randn(n, 128, seed=4, dtype=torch.float64)
-    assert_close(psumbook_matmul_reference(x, codes, books, scales), codebook_matmul_reference(x, codes, books, scales))
+    assert_close(
+        psumbook_matmul_reference(x, codes, books, scales),
+        codebook_matmul_reference(x, codes, books, scales),
+    )
 
 
 def test_dequantize_reference_by_hand():
@@ -37,7 +40,9 @@ def test_dequantize_reference_by_hand():
     books = torch.tensor([[[1.0, 2.0], [3.0, 4.0]], [[10.0, 20.0], [30.0, 40.0]]])  # m=2, C=2, v=2
     scales = torch.tensor([[2.0, -1.0]])  # g=2
     w = dequantize_reference(codes, books, scales)
-    expected = torch.tensor([[2 * (3 + 10), 2 * (4 + 20), -(1 + 30), -(2 + 40)]], dtype=torch.float64)
+    expected = torch.tensor(
+        [[2 * (3 + 10), 2 * (4 + 20), -(1 + 30), -(2 + 40)]], dtype=torch.float64
+    )
     assert torch.equal(w, expected)
 
 
@@ -46,7 +51,9 @@ def test_psumbook_table_by_hand():
     books = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]])  # m=1, C=3, v=2
     table = psumbook_reference(x, books)
     assert table.shape == (1, 2, 1, 3)
-    assert torch.equal(table[0, :, 0], torch.tensor([[1.0, 2.0, 3.0], [3.0, 4.0, 7.0]], dtype=torch.float64))
+    assert torch.equal(
+        table[0, :, 0], torch.tensor([[1.0, 2.0, 3.0], [3.0, 4.0, 7.0]], dtype=torch.float64)
+    )
 
 
 def test_official_packing_is_lsb_first():
@@ -70,7 +77,11 @@ def test_official_and_aqlm_round_trips():
     # AQLM: one scale per output channel (g = K), signed int8 codes read modulo 2^b.
     per_row = scales[:, :1].contiguous()
     signed, aqlm_books, aqlm_scales = to_aqlm(codes, books, per_row)
-    assert signed.dtype == torch.int8 and aqlm_books.shape == (2, 256, 1, 8) and aqlm_scales.shape == (6, 1, 1, 1)
+    assert (
+        signed.dtype == torch.int8
+        and aqlm_books.shape == (2, 256, 1, 8)
+        and aqlm_scales.shape == (6, 1, 1, 1)
+    )
     c2, b2, s2 = from_aqlm(signed, aqlm_books, aqlm_scales)
     assert torch.equal(c2, codes) and torch.equal(b2, books) and torch.equal(s2, per_row)
     with pytest.raises(ValueError, match="scales"):

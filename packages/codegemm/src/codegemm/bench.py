@@ -1,18 +1,439 @@
-"""The codegemm benchmark suite (``neurips25 bench codegemm``)."""
+"""The codegemm benchmark suite (``neurips25 bench codegemm``).
+
+Speed (CPU, one thread, one run): the torch Psumbook GEMM against dequantize-then-GEMM and dense
+fp32 ``F.linear`` at Llama-3-8B linear shapes for N = 1..16 tokens; the crossover N where
+dequantize overtakes Psumbook, measured and predicted by the spec's rate model; the batch-1
+Psumbook as a fraction of this machine's copy bandwidth (the core roofline).
+
+Quality: Gaussian-layer reconstruction error (the spec's table) and the core's cached tiny Llama
+quantized with m1v4, m2v8 and 2-bit round-to-nearest: validation bits/byte, weight error, bits.
+"""
 
 from __future__ import annotations
 
-from neurips25_core.bench import Context, Suite
+import copy
+import math
 
-SUITE = Suite(name="codegemm", paper="CodeGEMM: A Codebook-Centric Approach to Efficient GEMM in Quantized LLMs", url="https://arxiv.org/abs/2512.17970")
+import torch
+import torch.nn.functional as F
+
+from neurips25_core.bench import Context, Suite, plot_bars, plot_lines, roofline
+
+from .config import CodebookConfig
+from .psumbook import dequant_matmul, make_plan, psumbook_matmul
+from .quantizer import quantize_weight, relative_weight_error, round_to_nearest
+
+SUITE = Suite(
+    name="codegemm",
+    paper="CodeGEMM: A Codebook-Centric Approach to Efficient GEMM in Quantized LLMs",
+    url="https://arxiv.org/abs/2512.17970",
+)
+
+TOKENS = (1, 2, 4, 8, 16)
+# Llama-3-8B linear layers (out_features M, in_features K).
+LLAMA3_8B = (
+    ("attn 4096x4096", 4096, 4096),
+    ("up 14336x4096", 14336, 4096),
+    ("down 4096x14336", 4096, 14336),
+)
 
 
-@SUITE.case("import", kind="speed", modes=("quick", "full"))
-def import_time(ctx: Context) -> None:
-    """Placeholder case: how long importing the package takes (replace with real cases)."""
-    import importlib
+class _threads:
+    """Pin torch to n intra-op threads for the duration (the machine this suite targets has 2)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __enter__(self):
+        self.before = torch.get_num_threads()
+        torch.set_num_threads(self.n)
+
+    def __exit__(self, *exc):
+        torch.set_num_threads(self.before)
+
+
+def _random_layer(rows, k, config, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    m, v, size = config.num_codebooks, config.vector_size, config.codebook_size
+    codes = torch.randint(0, size, (rows, k // v, m), generator=gen, dtype=torch.uint8)
+    books = (torch.randn(m, size, v, generator=gen) * 0.1).half()
+    scales = (torch.rand(rows, k // config.group_size, generator=gen) + 0.5).half()
+    return codes, books, scales
+
+
+def _interleaved(
+    fns: dict, min_time: float, min_rounds: int = 7, max_rounds: int = 200
+) -> dict[str, float]:
+    """Median seconds per call of each function, timed round-robin.
+
+    The machine is shared: taking the paths in turn, round after round, exposes all of them to the
+    same background load, so their ratio stays meaningful even when absolute times drift.
+    """
+    import statistics
     import time
 
+    for fn in fns.values():
+        fn()
+        fn()
+    samples = {name: [] for name in fns}
     start = time.perf_counter()
-    importlib.import_module("codegemm")
-    ctx.record("import_time", time.perf_counter() - start, "s")
+    rounds = 0
+    while rounds < max_rounds and (
+        rounds < min_rounds or time.perf_counter() - start < min_time * len(fns)
+    ):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            samples[name].append(time.perf_counter() - t0)
+        rounds += 1
+    return {name: statistics.median(vals) for name, vals in samples.items()}
+
+
+def _primitive_rates(quick: bool) -> dict[str, float]:
+    """The cost model's rates, from micro-benchmarks on shapes other than the timed layers.
+
+    r_l, r_g: a gather-add of L table rows of width w costs L/r_l + L·w/r_g (``embedding_bag``
+    over a Psumbook-sized table at w = 1 and w = 16, solved for both); r_a: adds/s of rebuilding
+    weights from codebooks (``embedding_bag``, m = 2, v = 8); r_mac: the per-token MAC rate of a
+    weight-stationary GEMM (``F.linear`` on a 2048×2048 weight, slope between N = 1 and 16);
+    BW: the core roofline's copy bandwidth.
+    """
+    gen = torch.Generator().manual_seed(0)
+    rows = 512 * 2 * 256
+    bags = 8192 if quick else 32768
+    idx = torch.randint(0, rows, (bags, 32), generator=gen, dtype=torch.int32)
+    narrow, wide = torch.randn(rows, 1, generator=gen), torch.randn(rows, 16, generator=gen)
+    books = torch.randn(512, 8, generator=gen)
+    vec = (1 << 18) if quick else (1 << 20)
+    ridx = torch.randint(0, 512, (vec, 2), generator=gen, dtype=torch.int32)
+    weight = torch.randn(2048, 2048, generator=gen)
+    x1, x16 = torch.randn(1, 2048, generator=gen), torch.randn(16, 2048, generator=gen)
+    t = _interleaved(
+        {
+            "g1": lambda: F.embedding_bag(idx, narrow, mode="sum"),
+            "g16": lambda: F.embedding_bag(idx, wide, mode="sum"),
+            "rebuild": lambda: F.embedding_bag(ridx, books, mode="sum"),
+            "mm1": lambda: F.linear(x1, weight),
+            "mm16": lambda: F.linear(x16, weight),
+        },
+        min_time=0.2,
+    )
+    lookups = bags * 32
+    per_element = max((t["g16"] - t["g1"]) / (15 * lookups), 1e-15)
+    per_lookup = max(t["g1"] / lookups - per_element, 1e-15)
+    per_mac = max((t["mm16"] - t["mm1"]) / (15 * 2048 * 2048), 1e-15)
+    roof = roofline(matmul_size=1024 if quick else 2048, copy_bytes=256 << 20)
+    return {
+        "r_l": 1 / per_lookup,
+        "r_g": 1 / per_element,
+        "r_a": vec * 2 * 8 / t["rebuild"],
+        "r_mac": 1 / per_mac,
+        "bandwidth": roof["bandwidth"],
+    }
+
+
+def predicted_crossover(rates: dict[str, float], m: int, v: int) -> float:
+    """Tokens where the model's dequant and Psumbook times meet (spec §6, with a per-lookup term).
+
+    Per weight: t_psum = (m/v)·(1/r_l + N/r_g) and t_deq = m/r_a + 8/BW + N/r_mac, so
+    N* = (m/r_a + 8/BW − (m/v)/r_l) / ((m/v)/r_g − 1/r_mac); inf when Psumbook always wins,
+    0 when it never does. (The spec's model is this with 1/r_l = 0.)
+    """
+    num = m / rates["r_a"] + 8 / rates["bandwidth"] - (m / v) / rates["r_l"]
+    den = (m / v) / rates["r_g"] - 1 / rates["r_mac"]
+    if num <= 0:
+        return 0.0
+    return math.inf if den <= 0 else num / den
+
+
+def measured_crossover(tokens, psumbook, dequant) -> tuple[float, str]:
+    """Where dequant overtakes Psumbook for good: linear interpolation at the last sign change.
+
+    Returns (N*, bound): bound "=" for a crossing inside the grid, ">" when Psumbook wins at every
+    N (N* = the largest N), "<=" when dequant wins already at the smallest N.
+    """
+    diff = [p - d for p, d in zip(psumbook, dequant)]  # > 0: dequant faster
+    if diff[-1] <= 0:
+        return float(tokens[-1]), ">"
+    if all(d > 0 for d in diff):
+        return float(tokens[0]), "<="
+    last = max(i for i, d in enumerate(diff) if d <= 0)
+    n0, n1, d0, d1 = tokens[last], tokens[last + 1], diff[last], diff[last + 1]
+    return n0 + (n1 - n0) * (-d0) / (d1 - d0), "="
+
+
+@SUITE.case("matmul_speed", kind="speed")
+def matmul_speed(ctx: Context) -> None:
+    """Psumbook vs dequant+F.linear vs dense fp32 at Llama-3-8B shapes, N = 1..16 (CPU, 1 thread).
+
+    One intra-op thread: the 2 cores are shared with other jobs, and a 2-thread op stalls whenever
+    one of its threads is descheduled (timings varied 10× run to run); with 1 thread the
+    round-robin medians of the three paths are stable and comparable.
+    """
+    configs = (
+        {"m2v8": CodebookConfig.m2v8()}
+        if ctx.quick
+        else {"m2v8": CodebookConfig.m2v8(), "m1v4": CodebookConfig.m1v4()}
+    )
+    shrink = 4 if ctx.quick else 1
+    min_time = 0.15 if ctx.quick else 0.5
+    with _threads(1):
+        rates = _primitive_rates(ctx.quick)
+        ctx.record("copy_bandwidth", rates["bandwidth"] / 1e9, "GB/s", lower_is_better=False)
+        for name, config in configs.items():
+            m, v = config.num_codebooks, config.vector_size
+            predicted = predicted_crossover(rates, m, v)
+            ctx.record(
+                "crossover_predicted",
+                predicted,
+                "tokens",
+                config=name,
+                **{key: f"{val:.3g}" for key, val in rates.items()},
+            )
+            curves = {}
+            for label, rows_full, k in LLAMA3_8B:
+                rows = rows_full // shrink
+                codes, books, scales = _random_layer(rows, k, config)
+                plan = make_plan(codes, config.codebook_size, v, config.group_size)
+                dense = torch.randn(rows, k) * 0.02
+                times = {"psumbook": [], "dequant": [], "dense fp32": []}
+                for n in TOKENS:
+                    x = torch.randn(n, k)
+                    med = _interleaved(
+                        {
+                            "psumbook": lambda x=x: psumbook_matmul(x, books, scales, plan),
+                            "dequant": lambda x=x: dequant_matmul(
+                                x, codes, books, scales, plan.rebuild
+                            ),
+                            "dense": lambda x=x: F.linear(x, dense),
+                        },
+                        min_time=min_time,
+                    )
+                    t_ps, t_dq, t_fp = med["psumbook"], med["dequant"], med["dense"]
+                    times["psumbook"].append(t_ps)
+                    times["dequant"].append(t_dq)
+                    times["dense fp32"].append(t_fp)
+                    shape = dict(config=name, M=rows, K=k, N=n)
+                    ctx.record(
+                        "psumbook_time",
+                        t_ps,
+                        "s",
+                        baseline="dequant+F.linear",
+                        baseline_value=t_dq,
+                        **shape,
+                    )
+                    ctx.record(
+                        "psumbook_vs_dense",
+                        t_ps,
+                        "s",
+                        baseline="dense fp32 F.linear",
+                        baseline_value=t_fp,
+                        **shape,
+                    )
+                    ctx.log(
+                        f"  {name} {rows}x{k} N={n}: psumbook {t_ps * 1e3:.2f} ms, dequant {t_dq * 1e3:.2f} ms, dense {t_fp * 1e3:.2f} ms"
+                    )
+                measured, bound = measured_crossover(TOKENS, times["psumbook"], times["dequant"])
+                ctx.record(
+                    "crossover_measured",
+                    measured,
+                    "tokens",
+                    config=name,
+                    M=rows,
+                    K=k,
+                    bound=bound,
+                    predicted=round(predicted, 2) if math.isfinite(predicted) else "inf",
+                )
+                if name == "m2v8":
+                    # batch-1 bandwidth: bytes of the stored format (uint8 codes, fp16 scales and
+                    # codebooks, x, y) and bytes our torch path really reads (int32 indices).
+                    t1 = times["psumbook"][0]
+                    fmt_bytes = (
+                        rows * k * m / v
+                        + 2 * rows * k / config.group_size
+                        + 2 * m * 256 * v
+                        + 4 * (k + rows)
+                    )
+                    real_bytes = (
+                        4 * rows * k * m / v
+                        + 2 * rows * k / config.group_size
+                        + 4 * (k // v) * m * 256
+                        + 4 * (k + rows)
+                    )
+                    ctx.record(
+                        "batch1_bandwidth_fraction",
+                        fmt_bytes / t1 / rates["bandwidth"],
+                        "of copy BW",
+                        lower_is_better=False,
+                        M=rows,
+                        K=k,
+                        bytes="format",
+                    )
+                    ctx.record(
+                        "batch1_bandwidth_fraction",
+                        real_bytes / t1 / rates["bandwidth"],
+                        "of copy BW",
+                        lower_is_better=False,
+                        M=rows,
+                        K=k,
+                        bytes="int32 indices read",
+                    )
+                    ctx.record(
+                        "batch1_dense_bandwidth_fraction",
+                        4 * rows * k / times["dense fp32"][0] / rates["bandwidth"],
+                        "of copy BW",
+                        lower_is_better=False,
+                        M=rows,
+                        K=k,
+                    )
+                curves[label] = times
+            big = curves[LLAMA3_8B[1][0]]
+            plot_lines(
+                TOKENS,
+                {key: [t * 1e3 for t in val] for key, val in big.items()},
+                ctx.path(f"speed_{name}.png"),
+                xlabel="tokens N",
+                ylabel="ms (median)",
+                title=f"{name} {LLAMA3_8B[1][1] // shrink}x{LLAMA3_8B[1][2]} on CPU (1 thread)",
+                logx=True,
+                logy=True,
+            )
+
+
+@SUITE.case("gaussian_layer", kind="quality")
+def gaussian_layer(ctx: Context) -> None:
+    """‖W−Ŵ‖/‖W‖ on an i.i.d. Gaussian layer: codebook formats vs 2-bit RTN (spec §5)."""
+    rows, k = (256, 512) if ctx.quick else (512, 1024)
+    iters = {"kmeans_iters": 10, "refine_rounds": 2} if ctx.quick else {}
+    w = torch.randn(rows, k, generator=torch.Generator().manual_seed(0))
+    rtn = relative_weight_error(w, round_to_nearest(w, 2, 128))
+    ctx.record("weight_error", rtn, "rel", method="rtn2 g128", bpw=2.25, M=rows, K=k)
+    variants = {
+        "m1v4b8": CodebookConfig.m1v4(**iters),
+        "m2v8b8": CodebookConfig.m2v8(**iters),
+        "m1v8b8": CodebookConfig(num_codebooks=1, vector_size=8, **iters),
+        "m2v8b4": CodebookConfig(num_codebooks=2, vector_size=8, codebook_bits=4, **iters),
+    }
+    errors = {"rtn2 g128": rtn}
+    for name, config in variants.items():
+        fit = quantize_weight(w, config)
+        errors[name] = fit.error
+        ctx.record(
+            "weight_error",
+            fit.error,
+            "rel",
+            baseline="rtn2 g128",
+            baseline_value=rtn,
+            method=name,
+            bpw=config.bits_per_weight,
+            M=rows,
+            K=k,
+        )
+    plot_bars(
+        list(errors),
+        {"‖W−Ŵ‖/‖W‖": list(errors.values())},
+        ctx.path("gaussian_error.png"),
+        ylabel="relative weight error",
+        title=f"Gaussian {rows}x{k}",
+    )
+
+
+def _rtn_model(model, configs):
+    out = copy.deepcopy(model)
+    for name, config in configs.items():
+        lin = out.get_submodule(name)
+        lin.weight.data.copy_(round_to_nearest(lin.weight.data, 2, config.group_size))
+    return out
+
+
+@SUITE.case("tiny_llama", kind="quality")
+def tiny_llama_quality(ctx: Context) -> None:
+    """The core's cached tiny Llama: m1v4, m2v8 (data-free and calibrated) vs 2-bit RTN, val bits/byte."""
+    from neurips25_core.data import stdlib_corpus
+    from neurips25_core.models import evaluate_bpb, pretrained_tiny_llama
+
+    from .modules import quantize_
+
+    corpus = stdlib_corpus()
+    model = pretrained_tiny_llama().eval()
+    batches = 10 if ctx.quick else 40
+    iters = {"kmeans_iters": 6, "refine_rounds": 1} if ctx.quick else {}
+    with torch.no_grad():
+        fp_bpb = evaluate_bpb(model, corpus, num_batches=batches)
+        ctx.record("val_bpb", fp_bpb, "bits/byte", method="fp32", bpw=32.0)
+        calib, _ = corpus.get_batch("train", 8, 128, generator=torch.Generator().manual_seed(123))
+        results = {"fp32": fp_bpb}
+        rtn_bpb = None
+        for preset in ("m1v4", "m2v8"):
+            for calibrated in (False, True):
+                config = getattr(CodebookConfig, preset)(**iters)
+                q = copy.deepcopy(model)
+                report = quantize_(
+                    q, config, calibration=calib if calibrated else None, fit_group_size=True
+                )
+                configs = report["configs"]
+                if rtn_bpb is None:
+                    rtn = _rtn_model(model, configs)
+                    rtn_bpb = evaluate_bpb(rtn, corpus, num_batches=batches)
+                    num = sum(
+                        float(
+                            (model.get_submodule(n).weight - rtn.get_submodule(n).weight)
+                            .double()
+                            .square()
+                            .sum()
+                        )
+                        for n in configs
+                    )
+                    den = sum(
+                        float(model.get_submodule(n).weight.double().square().sum())
+                        for n in configs
+                    )
+                    weights = sum(model.get_submodule(n).weight.numel() for n in configs)
+                    rtn_bits = (
+                        sum(
+                            (2 + 32 / c.group_size) * model.get_submodule(n).weight.numel()
+                            for n, c in configs.items()
+                        )
+                        / weights
+                    )
+                    ctx.record(
+                        "val_bpb",
+                        rtn_bpb,
+                        "bits/byte",
+                        baseline="fp32",
+                        baseline_value=fp_bpb,
+                        method="rtn2",
+                        bpw=round(rtn_bits, 3),
+                    )
+                    ctx.record("weight_error", math.sqrt(num / den), "rel", method="rtn2")
+                    results["rtn2"] = rtn_bpb
+                bpb = evaluate_bpb(q, corpus, num_batches=batches)
+                num = den = bits = weights = 0.0
+                for name, fit in report["quantized"].items():
+                    w = model.get_submodule(name).weight.double()
+                    num += (fit.error**2) * float(w.square().sum())
+                    den += float(w.square().sum())
+                    c = configs[name]
+                    bits += c.effective_bits_per_weight(*w.shape) * w.numel()
+                    weights += w.numel()
+                label = preset + ("+calib" if calibrated else "")
+                ctx.record(
+                    "val_bpb",
+                    bpb,
+                    "bits/byte",
+                    baseline="rtn2",
+                    baseline_value=rtn_bpb,
+                    method=label,
+                    bpw_codes_scales=config.bits_per_weight,
+                    bpw_with_codebooks=round(bits / weights, 3),
+                )
+                ctx.record("weight_error", math.sqrt(num / den), "rel", method=label)
+                results[label] = bpb
+                ctx.log(f"  {label}: val bpb {bpb:.4f} (fp32 {fp_bpb:.4f}, rtn2 {rtn_bpb:.4f})")
+    plot_bars(
+        list(results),
+        {"val bits/byte": list(results.values())},
+        ctx.path("tiny_llama_bpb.png"),
+        ylabel="validation bits/byte",
+        title="tiny Llama (stdlib corpus), 2-bit quantization",
+    )

@@ -77,9 +77,25 @@ class CodebookConfig:
     @classmethod
     def m1v4(cls, **overrides) -> CodebookConfig:
         """One 256-entry codebook of 4-vectors, scales per 128 inputs: 2.125 bits/weight."""
-        return cls(**{"num_codebooks": 1, "vector_size": 4, "codebook_bits": 8, "group_size": 128, **overrides})
+        return cls(
+            **{
+                "num_codebooks": 1,
+                "vector_size": 4,
+                "codebook_bits": 8,
+                "group_size": 128,
+                **overrides,
+            }
+        )
 
     @classmethod
     def m2v8(cls, **overrides) -> CodebookConfig:
         """Two 256-entry codebooks of 8-vectors, scales per 128 inputs: 2.125 bits/weight."""
-        return cls(**{"num_codebooks": 2, "vector_size": 8, "codebook_bits": 8, "group_size": 128, **overrides})
+        return cls(
+            **{
+                "num_codebooks": 2,
+                "vector_size": 8,
+                "codebook_bits": 8,
+                "group_size": 128,
+                **overrides,
+            }
+        )

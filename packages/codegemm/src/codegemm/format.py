@@ -127,7 +127,9 @@ def pack_codes_official(codes: torch.Tensor) -> torch.Tensor:
         raise TypeError(f"codes: expected uint8 [M, K/v, m], got {codes.dtype} {_shape(codes)}")
     rows, num_vectors, m = codes.shape
     if num_vectors % 4:
-        raise ValueError(f"codes: K/v must be a multiple of 4 to pack 4 codes per int32, got {num_vectors}")
+        raise ValueError(
+            f"codes: K/v must be a multiple of 4 to pack 4 codes per int32, got {num_vectors}"
+        )
     c = codes.permute(2, 1, 0).to(torch.int64).reshape(m, num_vectors // 4, 4, rows)
     word = c[:, :, 0] | (c[:, :, 1] << 8) | (c[:, :, 2] << 16) | (c[:, :, 3] << 24)
     # Reinterpret the unsigned 32-bit word as int32, as the CUDA kernel does.
@@ -138,7 +140,9 @@ def pack_codes_official(codes: torch.Tensor) -> torch.Tensor:
 def unpack_codes_official(packed: torch.Tensor) -> torch.Tensor:
     """Inverse of :func:`pack_codes_official`: int32 ``[m, K/v/4, M]`` -> uint8 ``[M, K/v, m]``."""
     if packed.dtype != torch.int32 or packed.dim() != 3:
-        raise TypeError(f"packed: expected int32 [m, K/v/4, M], got {packed.dtype} {_shape(packed)}")
+        raise TypeError(
+            f"packed: expected int32 [m, K/v/4, M], got {packed.dtype} {_shape(packed)}"
+        )
     m, words, rows = packed.shape
     w = packed.to(torch.int64) & 0xFFFFFFFF
     parts = torch.stack([(w >> (8 * i)) & 0xFF for i in range(4)], dim=2)  # [m, words, 4, M]

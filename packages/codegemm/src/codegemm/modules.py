@@ -36,7 +36,9 @@ class CodebookLinear(nn.Module):
     Example:
         >>> import torch, codegemm
         >>> lin = torch.nn.Linear(256, 64)
-        >>> q = codegemm.quantize_linear(lin, codegemm.CodebookConfig.m2v8(kmeans_iters=2, refine_rounds=0))
+        >>> q = codegemm.quantize_linear(
+        ...     lin, codegemm.CodebookConfig.m2v8(kmeans_iters=2, refine_rounds=0)
+        ... )
         >>> q(torch.randn(3, 256)).shape
         torch.Size([3, 64])
     """
@@ -49,7 +51,7 @@ class CodebookLinear(nn.Module):
         bias: bool = True,
         backend: str = "auto",
         impl: str = "auto",
-        tile_k: int | None = None,
+        tile_k: int | None = 1024,
         device: torch.device | str | None = None,
     ) -> None:
         super().__init__()
@@ -70,10 +72,18 @@ class CodebookLinear(nn.Module):
         self.impl = impl
         self.tile_k = tile_k
         m, v, size = config.num_codebooks, config.vector_size, config.codebook_size
-        self.register_buffer("codes", torch.zeros(out_features, in_features // v, m, dtype=torch.uint8, device=device))
-        self.register_buffer("codebooks", torch.zeros(m, size, v, dtype=torch.float16, device=device))
         self.register_buffer(
-            "scales", torch.ones(out_features, in_features // config.group_size, dtype=torch.float16, device=device)
+            "codes",
+            torch.zeros(out_features, in_features // v, m, dtype=torch.uint8, device=device),
+        )
+        self.register_buffer(
+            "codebooks", torch.zeros(m, size, v, dtype=torch.float16, device=device)
+        )
+        self.register_buffer(
+            "scales",
+            torch.ones(
+                out_features, in_features // config.group_size, dtype=torch.float16, device=device
+            ),
         )
         self.bias = nn.Parameter(torch.zeros(out_features, device=device)) if bias else None
         self._plan: PsumbookPlan | None = None
@@ -96,7 +106,14 @@ class CodebookLinear(nn.Module):
             codebook_bits=shape.codebook_size.bit_length() - 1,
             group_size=shape.group_size,
         )
-        layer = cls(shape.in_features, shape.out_features, config, bias=bias is not None, device=codes.device, **kwargs)
+        layer = cls(
+            shape.in_features,
+            shape.out_features,
+            config,
+            bias=bias is not None,
+            device=codes.device,
+            **kwargs,
+        )
         layer.codes.copy_(codes)
         layer.codebooks.copy_(codebooks)
         layer.scales.copy_(scales)
@@ -105,11 +122,13 @@ class CodebookLinear(nn.Module):
         return layer
 
     def plan(self) -> PsumbookPlan:
-        """The torch Psumbook's gather indices, rebuilt only when the codes change."""
+        """The torch paths' gather indices, rebuilt only when the codes change."""
         key = (self.codes.data_ptr(), self.codes._version, self.codes.device, self.tile_k)
         if self._plan is None or self._plan_key != key:
             c = self.config
-            self._plan = make_plan(self.codes, c.codebook_size, c.vector_size, c.group_size, self.tile_k)
+            self._plan = make_plan(
+                self.codes, c.codebook_size, c.vector_size, c.group_size, self.tile_k
+            )
             self._plan_key = key
         return self._plan
 
@@ -121,11 +140,17 @@ class CodebookLinear(nn.Module):
         """x ``[..., K]`` -> ``[..., M]`` in x's dtype."""
         if x.shape[-1] != self.in_features:
             raise ValueError(f"x: expected last dim {self.in_features}, got shape {tuple(x.shape)}")
-        uses_torch_psumbook = self.backend in ("auto", "psumbook") and x.device.type != "cuda" and self.impl != "triton"
+        uses_torch = (
+            x.device.type != "cuda" and self.impl != "triton" and self.backend != "reference"
+        )
         y = codebook_matmul(
-            x, self.codes, self.codebooks, self.scales,
-            backend=self.backend, impl=self.impl,
-            plan=self.plan() if uses_torch_psumbook else None,
+            x,
+            self.codes,
+            self.codebooks,
+            self.scales,
+            backend=self.backend,
+            impl=self.impl,
+            plan=self.plan() if uses_torch else None,
             validate=False,
         )
         if self.bias is not None:
@@ -172,7 +197,11 @@ def quantize_linear(
     h = None if calib is None else _channel_weights(calib, linear.in_features).float()
     result = quantize_weight(linear.weight.detach(), config, h)
     layer = CodebookLinear(
-        linear.in_features, linear.out_features, config, bias=linear.bias is not None, **layer_kwargs
+        linear.in_features,
+        linear.out_features,
+        config,
+        bias=linear.bias is not None,
+        **layer_kwargs,
     )
     layer.codes.copy_(result.codes)
     layer.codebooks.copy_(result.codebooks)
@@ -228,13 +257,16 @@ def quantize_(
             if fitted is not None:
                 targets[fqn], configs[fqn] = module, fitted
             elif module.in_features % config.group_size:
-                skipped[fqn] = f"in_features={module.in_features} is not a multiple of group_size={config.group_size}"
+                skipped[fqn] = (
+                    f"in_features={module.in_features} is not a multiple of group_size={config.group_size}"
+                )
             else:
                 targets[fqn], configs[fqn] = module, config
     energy: dict[str, torch.Tensor] = {}
     if calibration is not None:
         hooks = []
         for fqn, module in targets.items():
+
             def hook(mod, args, _out, name=fqn):
                 x = args[0].detach().reshape(-1, mod.in_features).double()
                 energy[name] = energy.get(name, 0) + (x * x).sum(dim=0)
@@ -258,7 +290,13 @@ def quantize_(
         if fqn in energy:
             h = (energy[fqn] / energy[fqn + ".count"]).float()
         result = quantize_weight(module.weight.detach(), configs[fqn], h)
-        layer = CodebookLinear(module.in_features, module.out_features, configs[fqn], bias=module.bias is not None, **layer_kwargs)
+        layer = CodebookLinear(
+            module.in_features,
+            module.out_features,
+            configs[fqn],
+            bias=module.bias is not None,
+            **layer_kwargs,
+        )
         layer.codes.copy_(result.codes)
         layer.codebooks.copy_(result.codebooks)
         layer.scales.copy_(result.scales)
@@ -279,5 +317,7 @@ def fit_group(in_features: int, config: CodebookConfig) -> CodebookConfig | None
         return None
     if in_features % config.group_size == 0:
         return config
-    best = max((d for d in range(v, config.group_size + 1, v) if in_features % d == 0), default=None)
+    best = max(
+        (d for d in range(v, config.group_size + 1, v) if in_features % d == 0), default=None
+    )
     return None if best is None else dataclasses.replace(config, group_size=best)

@@ -65,7 +65,8 @@ def _forward(x2d, codes, codebooks, scales, backend, impl, plan, shape):
         if plan is None:
             plan = make_plan(codes, shape.codebook_size, shape.vector_size, shape.group_size)
         return psumbook_matmul(x2d, codebooks, scales, plan).to(x2d.dtype)
-    return dequant_matmul(x2d, codes, codebooks, scales).to(x2d.dtype)
+    index = None if plan is None else plan.rebuild
+    return dequant_matmul(x2d, codes, codebooks, scales, index=index).to(x2d.dtype)
 
 
 class _CodebookMatmul(torch.autograd.Function):
@@ -109,7 +110,7 @@ def codebook_matmul(
             tokens, dequant beyond).
         impl: ``"triton"`` (CUDA, or CPU under ``TRITON_INTERPRET=1``), ``"torch"``, or ``"auto"``
             (Triton on CUDA tensors, torch otherwise).
-        plan: a cached :class:`~codegemm.psumbook.PsumbookPlan` of these codes (torch psumbook).
+        plan: a cached :class:`~codegemm.psumbook.PsumbookPlan` of these codes (torch paths).
         validate: check shapes, dtypes, devices and code ranges (one pass over the codes).
 
     Returns:
@@ -119,7 +120,9 @@ def codebook_matmul(
         >>> import torch, codegemm
         >>> codes = torch.randint(0, 256, (6, 32, 2), dtype=torch.uint8)
         >>> books, scales = torch.randn(2, 256, 8), torch.rand(6, 2)
-        >>> y = codegemm.codebook_matmul(torch.randn(3, 256), codes, books, scales, backend="psumbook")
+        >>> y = codegemm.codebook_matmul(
+        ...     torch.randn(3, 256), codes, books, scales, backend="psumbook"
+        ... )
         >>> y.shape
         torch.Size([3, 6])
     """
@@ -131,12 +134,16 @@ def codebook_matmul(
         from .format import CodebookShape
 
         v = codebooks.shape[2]
-        shape = CodebookShape(rows, num_vectors * v, m, codebooks.shape[1], v, num_vectors * v // scales.shape[1])
+        shape = CodebookShape(
+            rows, num_vectors * v, m, codebooks.shape[1], v, num_vectors * v // scales.shape[1]
+        )
     lead = x.shape[:-1]
     x2d = x.reshape(-1, shape.in_features)
     if backend == "dequant_fused":
         if impl == "torch" or (impl == "auto" and not use_triton_for(x2d)):
-            raise ValueError("backend: 'dequant_fused' exists only as a Triton kernel; pass impl='triton' or CUDA tensors")
+            raise ValueError(
+                "backend: 'dequant_fused' exists only as a Triton kernel; pass impl='triton' or CUDA tensors"
+            )
         resolved, impl = "dequant_fused", "triton"
     else:
         resolved, impl = _resolve(backend, impl, x2d)
@@ -154,7 +161,10 @@ def codebook_matmul(
 
 
 def dequantize_weight(
-    codes: torch.Tensor, codebooks: torch.Tensor, scales: torch.Tensor, dtype: torch.dtype = torch.float32
+    codes: torch.Tensor,
+    codebooks: torch.Tensor,
+    scales: torch.Tensor,
+    dtype: torch.dtype = torch.float32,
 ) -> torch.Tensor:
     """``Ŵ [M, K]`` in ``dtype`` (checked inputs; torch implementation)."""
     check_format(codes, codebooks, scales)

@@ -4,9 +4,10 @@ Psumbook (the method). For a K-tile of ``t`` inputs, the table of every centroid
 with every activation sub-vector, ``P[j, k, c, n] = ⟨x[n, jv:(j+1)v], B_k[c]⟩`` (``t/v · m · C``
 rows of N values), is one small batched matmul. The codes then pick rows of it:
 ``F.embedding_bag(mode="sum")`` with one bag per (output row, scale segment) adds the
-``m · segment/v`` selected N-vectors, and the per-group scales are applied once per bag through a
-batched ``baddbmm``. The bag indices (code + offset of its (j, k) block) depend only on the codes, so
-a :class:`PsumbookPlan` computes them once per layer and modules cache it.
+``m · segment/v`` selected N-vectors, and the per-group scales are applied once per bag. The bag indices (code + offset of its (j, k) block) depend only on the codes, so
+a :class:`PsumbookPlan` computes them once per layer and modules cache it. The default K-tile is
+1024 inputs (a 256 KiB table per token for m2v8): on the benchmark CPU one tile over all of K
+(1 MiB per token at K = 4096) was 2× slower at N = 16 and no faster at N = 1.
 
 Dequant (the baseline). ``F.embedding_bag`` over the flattened codebooks rebuilds ``Ŵ [M, K]``
 (AQLM's ``_dequantize_weight``), the group scales multiply it, then ``F.linear``.
@@ -21,7 +22,18 @@ import dataclasses
 import torch
 import torch.nn.functional as F
 
-__all__ = ["PsumbookPlan", "dequant_matmul", "dequantize", "make_plan", "psumbook_matmul", "resolve_tile"]
+__all__ = [
+    "PsumbookPlan",
+    "dequant_matmul",
+    "dequantize",
+    "make_plan",
+    "psumbook_matmul",
+    "rebuild_index",
+    "resolve_tile",
+]
+
+
+DEFAULT_TILE_K = 1024
 
 
 def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -29,7 +41,10 @@ def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
 
 
 def dequantize(
-    codes: torch.Tensor, codebooks: torch.Tensor, scales: torch.Tensor, dtype: torch.dtype = torch.float32
+    codes: torch.Tensor,
+    codebooks: torch.Tensor,
+    scales: torch.Tensor,
+    dtype: torch.dtype = torch.float32,
 ) -> torch.Tensor:
     """Rebuild ``Ŵ [M, K]`` in ``dtype`` from codes ``[M, K/v, m]``, codebooks ``[m, C, v]``, scales ``[M, K/g]``."""
     rows, num_vectors, m = codes.shape
@@ -44,12 +59,44 @@ def dequantize(
     return weight.view(rows, k)
 
 
+def rebuild_index(codes: torch.Tensor, codebook_size: int) -> torch.Tensor:
+    """Rows of the flattened codebooks ``[m·C, v]`` each code selects: int32 ``[M·K/v, m]``."""
+    rows, num_vectors, m = codes.shape
+    offsets = torch.arange(m, device=codes.device, dtype=torch.int32) * codebook_size
+    return (codes.to(torch.int32) + offsets).reshape(rows * num_vectors, m)
+
+
 def dequant_matmul(
-    x: torch.Tensor, codes: torch.Tensor, codebooks: torch.Tensor, scales: torch.Tensor
+    x: torch.Tensor,
+    codes: torch.Tensor,
+    codebooks: torch.Tensor,
+    scales: torch.Tensor,
+    index: torch.Tensor | None = None,
+    row_block: int = 128,
 ) -> torch.Tensor:
-    """The baseline: ``F.linear(x, dequantize(...))``; x ``[N, K]`` -> ``[N, M]`` in x's compute dtype."""
+    """The baseline, dequantize then GEMM: x ``[N, K]`` -> ``[N, M]`` in x's compute dtype.
+
+    ``Ŵ`` is rebuilt ``row_block`` rows at a time (so each block is still in cache when
+    ``F.linear`` reads it; on this CPU that halves the time of rebuilding all of ``Ŵ`` first) from
+    the cached ``index`` (:func:`rebuild_index`; computed here when None).
+    """
     dtype = _compute_dtype(x.dtype)
-    return F.linear(x.to(dtype), dequantize(codes, codebooks, scales, dtype))
+    rows, num_vectors, m = codes.shape
+    _, size, v = codebooks.shape
+    k = num_vectors * v
+    groups = scales.shape[1]
+    if index is None:
+        index = rebuild_index(codes, size)
+    x = x.to(dtype)
+    flat = codebooks.to(dtype).reshape(m * size, v)
+    scales = scales.to(dtype)
+    out = torch.empty(x.shape[0], rows, dtype=dtype, device=x.device)
+    for r0 in range(0, rows, row_block):
+        r1 = min(r0 + row_block, rows)
+        unscaled = F.embedding_bag(index[r0 * num_vectors : r1 * num_vectors], flat, mode="sum")
+        weight = unscaled.view(r1 - r0, groups, k // groups) * scales[r0:r1].unsqueeze(-1)
+        out[:, r0:r1] = F.linear(x, weight.view(r1 - r0, k))
+    return out
 
 
 def resolve_tile(in_features: int, vector_size: int, group_size: int, tile_k: int | None) -> int:
@@ -80,9 +127,11 @@ class PsumbookPlan:
         tile: inputs per K-tile (the last tile may be shorter).
         segment: inputs per bag, ``min(g, tile)``; one scale per bag.
         bounds: ``(k0, k1)`` of every tile.
-        indices: per tile, int64 ``[M * segments, m * segment / v]``: row ``(j - j0)·m·C + k·C + code``
+        indices: per tile, int32 ``[M * segments, m * segment / v]``: row ``(j - j0)·m·C + k·C + code``
             of the tile's table for each code in the bag.
         groups: per tile, int64 ``[segments]``: the scale group of each segment.
+        rebuild: int32 ``[M·K/v, m]`` for the dequant baseline (:func:`rebuild_index`), so both
+            paths start from indices cached per layer.
     """
 
     tile: int
@@ -90,10 +139,17 @@ class PsumbookPlan:
     bounds: list[tuple[int, int]]
     indices: list[torch.Tensor]
     groups: list[torch.Tensor]
+    rebuild: torch.Tensor
 
 
-def make_plan(codes: torch.Tensor, codebook_size: int, vector_size: int, group_size: int, tile_k: int | None = None) -> PsumbookPlan:
-    """Build the :class:`PsumbookPlan` of codes ``[M, K/v, m]`` (C, v and g given)."""
+def make_plan(
+    codes: torch.Tensor,
+    codebook_size: int,
+    vector_size: int,
+    group_size: int,
+    tile_k: int | None = DEFAULT_TILE_K,
+) -> PsumbookPlan:
+    """Build the :class:`PsumbookPlan` of codes ``[M, K/v, m]`` (C, v and g given; ``tile_k`` None: one tile)."""
     rows, num_vectors, m = codes.shape
     k = num_vectors * vector_size
     tile = resolve_tile(k, vector_size, group_size, tile_k)
@@ -103,14 +159,14 @@ def make_plan(codes: torch.Tensor, codebook_size: int, vector_size: int, group_s
     for k0 in range(0, k, tile):
         k1 = min(k0 + tile, k)
         j0, j1 = k0 // vector_size, k1 // vector_size
-        local = torch.arange(j1 - j0, device=device, dtype=torch.int64).view(-1, 1) * m
-        block = (local + torch.arange(m, device=device, dtype=torch.int64)) * codebook_size
-        index = codes[:, j0:j1, :].to(torch.int64) + block  # [M, J_t, m]
+        local = torch.arange(j1 - j0, device=device, dtype=torch.int32).view(-1, 1) * m
+        block = (local + torch.arange(m, device=device, dtype=torch.int32)) * codebook_size
+        index = codes[:, j0:j1, :].to(torch.int32) + block  # [M, J_t, m]
         segments = (k1 - k0) // segment
         bounds.append((k0, k1))
         indices.append(index.reshape(rows * segments, -1).contiguous())
         groups.append((k0 + torch.arange(segments, device=device) * segment) // group_size)
-    return PsumbookPlan(tile, segment, bounds, indices, groups)
+    return PsumbookPlan(tile, segment, bounds, indices, groups, rebuild_index(codes, codebook_size))
 
 
 def psumbook_matmul(
@@ -134,13 +190,18 @@ def psumbook_matmul(
     x = x.to(dtype)
     flat = codebooks.to(dtype).reshape(m * size, v)
     scales = scales.to(dtype)
-    out = torch.zeros(rows, 1, n, dtype=dtype, device=x.device)
+    out = None
     for (k0, k1), index, groups in zip(plan.bounds, plan.indices, plan.groups):
         vectors = (k1 - k0) // v
-        # [J_t, v, N]: one (v × N) activation block per sub-vector position.
-        x_tile = x[:, k0:k1].reshape(n, vectors, v).permute(1, 2, 0)
-        table = torch.matmul(flat, x_tile).reshape(vectors * m * size, n)  # rows (j, k, c)
-        bags = F.embedding_bag(index, table, mode="sum")  # [M * segments, N]
-        segments = groups.numel()
-        out.baddbmm_(scales[:, groups].unsqueeze(1), bags.view(rows, segments, n))
-    return out.view(rows, n).t()
+        if n == 1:
+            # [J_t, m·C] is already the (j, k, c) row order with a single column.
+            table = (x[:, k0:k1].reshape(vectors, v) @ flat.t()).reshape(-1, 1)
+        else:
+            # [J_t, v, N]: one (v × N) activation block per sub-vector position.
+            x_tile = x[:, k0:k1].reshape(n, vectors, v).permute(1, 2, 0)
+            table = torch.matmul(flat, x_tile).reshape(vectors * m * size, n)  # rows (j, k, c)
+        bags = F.embedding_bag(index, table, mode="sum").view(rows, groups.numel(), n)
+        # one multiply per (row, scale group, token), then the sum over the tile's groups
+        part = (bags * scales[:, groups].unsqueeze(-1)).sum(dim=1)
+        out = part if out is None else out.add_(part)
+    return out.t()

@@ -51,7 +51,9 @@ class QuantizeResult:
     history: list[float]
 
 
-def relative_weight_error(weight: torch.Tensor, approx: torch.Tensor, h: torch.Tensor | None = None) -> float:
+def relative_weight_error(
+    weight: torch.Tensor, approx: torch.Tensor, h: torch.Tensor | None = None
+) -> float:
     """``sqrt(Σ h (W − Ŵ)² / Σ h W²)`` in float64 (h per input channel ``[K]``; None means 1)."""
     diff = (weight.double() - approx.double()) ** 2
     base = weight.double() ** 2
@@ -66,16 +68,26 @@ def round_to_nearest(weight: torch.Tensor, bits: int = 2, group_size: int = 128)
     return round_to_nearest_reference(weight, bits, group_size)
 
 
-def _nearest(points: torch.Tensor, omega: torch.Tensor, centroids: torch.Tensor) -> torch.Tensor:
-    """argmin_c Σ_d Ω[i,d] (x[i,d] − c[d])² for points/Ω ``[P, v]``, centroids ``[C, v]`` -> ``[P]``."""
+def _nearest(
+    points: torch.Tensor, omega: torch.Tensor, centroids: torch.Tensor, uniform_lanes: bool = False
+) -> torch.Tensor:
+    """argmin_c Σ_d Ω[i,d] (x[i,d] − c[d])² for points/Ω ``[P, v]``, centroids ``[C, v]`` -> ``[P]``.
+
+    ``uniform_lanes``: Ω is constant along d for every point (data-free), so it drops out of the
+    argmin and one matmul suffices.
+    """
     out = torch.empty(points.shape[0], dtype=torch.int64, device=points.device)
     ct = centroids.t()
     sq = (centroids * centroids).t()
+    norms = sq.sum(dim=0, keepdim=True)
     for start in range(0, points.shape[0], _CHUNK):
         x = points[start : start + _CHUNK]
-        w = omega[start : start + _CHUNK]
-        # Σ Ω x² is constant per point; the rest is two small matmuls.
-        scores = torch.addmm(w @ sq, w * x, ct, alpha=-2.0)
+        if uniform_lanes:
+            scores = torch.addmm(norms, x, ct, alpha=-2.0)
+        else:
+            w = omega[start : start + _CHUNK]
+            # Σ Ω x² is constant per point; the rest is two small matmuls.
+            scores = torch.addmm(w @ sq, w * x, ct, alpha=-2.0)
         out[start : start + _CHUNK] = scores.argmin(dim=1)
     return out
 
@@ -84,7 +96,7 @@ def _point_errors(points, omega, centroids, assign):
     return (omega * (points - centroids[assign]) ** 2).sum(dim=1)
 
 
-def _kmeans(points, omega, size, iters, generator):
+def _kmeans(points, omega, size, iters, generator, uniform_lanes=False):
     """Ω-weighted Lloyd: points/Ω ``[P, v]`` -> (centroids ``[C, v]``, assignment ``[P]``)."""
     count = points.shape[0]
     if count >= size:
@@ -94,7 +106,7 @@ def _kmeans(points, omega, size, iters, generator):
     centroids = points[pick].clone()
     if count < size:
         centroids += 1e-3 * points.std() * torch.randn(centroids.shape, generator=generator)
-    assign = _nearest(points, omega, centroids)
+    assign = _nearest(points, omega, centroids, uniform_lanes)
     for _ in range(iters):
         num = torch.zeros_like(centroids).index_add_(0, assign, omega * points)
         den = torch.zeros_like(centroids).index_add_(0, assign, omega)
@@ -102,9 +114,13 @@ def _kmeans(points, omega, size, iters, generator):
         centroids = torch.where(filled, num / den.clamp_min(1e-30), centroids)
         empty = (~filled).all(dim=1).nonzero().flatten()
         if empty.numel():
-            worst = _point_errors(points, omega, centroids, assign).topk(min(empty.numel(), count)).indices
+            worst = (
+                _point_errors(points, omega, centroids, assign)
+                .topk(min(empty.numel(), count))
+                .indices
+            )
             centroids[empty[: worst.numel()]] = points[worst]
-        assign = _nearest(points, omega, centroids)
+        assign = _nearest(points, omega, centroids, uniform_lanes)
     return centroids, assign
 
 
@@ -134,7 +150,12 @@ def _least_squares_codebooks(points, omega, codes, codebooks, ridge=1e-7):
     lam = ridge * diag.mean(dim=1).clamp_min(1e-30)  # [v]
     old = codebooks.double().permute(2, 0, 1).reshape(v, width)
     eye = torch.eye(width, dtype=torch.float64)
-    solved = torch.linalg.solve(gram + lam.view(v, 1, 1) * eye, rhs + lam.view(v, 1) * old)
+    system = gram + lam.view(v, 1, 1) * eye  # symmetric positive definite thanks to the ridge
+    # Cholesky, not LU: MKL's batched LU (torch.linalg.solve) fails at 512×512 with 2 threads here.
+    factor, info = torch.linalg.cholesky_ex(system)
+    if bool((info != 0).any()):
+        return codebooks  # numerically indefinite: keep the old codebooks (the error cannot rise)
+    solved = torch.cholesky_solve((rhs + lam.view(v, 1) * old).unsqueeze(-1), factor).squeeze(-1)
     return solved.view(v, m, size).permute(1, 2, 0).to(codebooks.dtype).contiguous()
 
 
@@ -156,9 +177,16 @@ def quantize_weight(
     if not isinstance(config, CodebookConfig):
         raise TypeError(f"config: expected a CodebookConfig, got {type(config).__name__}")
     if not isinstance(weight, torch.Tensor) or weight.dim() != 2:
-        raise ValueError(f"weight: expected a 2-D tensor [M, K], got {getattr(weight, 'shape', type(weight))}")
+        raise ValueError(
+            f"weight: expected a 2-D tensor [M, K], got {getattr(weight, 'shape', type(weight))}"
+        )
     rows, k = weight.shape
-    v, g, m, size = config.vector_size, config.group_size, config.num_codebooks, config.codebook_size
+    v, g, m, size = (
+        config.vector_size,
+        config.group_size,
+        config.num_codebooks,
+        config.codebook_size,
+    )
     if k % g:
         raise ValueError(f"weight: in_features K={k} must be a multiple of group_size={g}")
     if h is not None:
@@ -167,6 +195,7 @@ def quantize_weight(
         if not bool(torch.isfinite(h).all()) or bool((h < 0).any()):
             raise ValueError("h: expected finite non-negative channel weights")
     generator = torch.Generator().manual_seed(config.seed)
+    uniform = h is None
     w = weight.detach().to("cpu", torch.float32)
     hv = torch.ones(k) if h is None else h.detach().to("cpu", torch.float32)
     hv = hv / hv.mean().clamp_min(1e-30)
@@ -197,7 +226,7 @@ def quantize_weight(
     codes = torch.zeros(points.shape[0], m, dtype=torch.int64)
     residual = points.clone()
     for book in range(m):
-        centroids, assign = _kmeans(residual, omega, size, config.kmeans_iters, generator)
+        centroids, assign = _kmeans(residual, omega, size, config.kmeans_iters, generator, uniform)
         codebooks[book] = centroids
         codes[:, book] = assign
         residual -= centroids[assign]
@@ -206,7 +235,7 @@ def quantize_weight(
     for _ in range(config.refine_rounds):
         for book in range(m):
             others = _unscaled(codebooks, codes) - codebooks[book][codes[:, book]]
-            codes[:, book] = _nearest(points - others, omega, codebooks[book])
+            codes[:, book] = _nearest(points - others, omega, codebooks[book], uniform)
         history.append(objective(codebooks, codes))
         codebooks = _least_squares_codebooks(points, omega, codes, codebooks)
         history.append(objective(codebooks, codes))
@@ -216,7 +245,9 @@ def quantize_weight(
         num = (hg * wg * u).sum(-1)
         den = (hg * u * u).sum(-1)
         fitted = num / den.clamp_min(1e-300)
-        scales = torch.where(den > 1e-20 * (hg * wg * wg).sum(-1).clamp_min(1e-300), fitted, scales.double()).float()
+        scales = torch.where(
+            den > 1e-20 * (hg * wg * wg).sum(-1).clamp_min(1e-300), fitted, scales.double()
+        ).float()
         scales = torch.where(scales.abs() > 0, scales, torch.ones_like(scales))
         history.append(objective(codebooks, codes))
         points, omega = normalised()

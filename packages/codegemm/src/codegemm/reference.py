@@ -20,7 +20,10 @@ __all__ = [
 
 
 def dequantize_reference(
-    codes: torch.Tensor, codebooks: torch.Tensor, scales: torch.Tensor, dtype: torch.dtype = torch.float64
+    codes: torch.Tensor,
+    codebooks: torch.Tensor,
+    scales: torch.Tensor,
+    dtype: torch.dtype = torch.float64,
 ) -> torch.Tensor:
     """Rebuild the weight.
 

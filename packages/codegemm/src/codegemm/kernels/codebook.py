@@ -17,15 +17,30 @@ import torch
 import triton
 import triton.language as tl
 
-__all__ = ["dequant_gemm_triton", "dequantize_triton", "psumbook_build_triton", "psumbook_matmul_triton"]
+__all__ = [
+    "dequant_gemm_triton",
+    "dequantize_triton",
+    "psumbook_build_triton",
+    "psumbook_matmul_triton",
+]
 
 
 @triton.jit
 def _dequant_kernel(
-    codes_ptr, codebooks_ptr, scales_ptr, out_ptr,
-    M, K, num_vectors, num_groups, group_size,
-    m: tl.constexpr, C: tl.constexpr, v: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
+    codes_ptr,
+    codebooks_ptr,
+    scales_ptr,
+    out_ptr,
+    M,
+    K,
+    num_vectors,
+    num_groups,
+    group_size,
+    m: tl.constexpr,
+    C: tl.constexpr,
+    v: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_K: tl.constexpr,
 ):
     pid_m = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -38,22 +53,44 @@ def _dequant_kernel(
     code_base = rows[:, None].to(tl.int64) * (num_vectors * m) + vec[None, :] * m
     for k in tl.static_range(m):
         code = tl.load(codes_ptr + code_base + k, mask=mask, other=0).to(tl.int32)
-        acc += tl.load(codebooks_ptr + (k * C + code) * v + lane[None, :], mask=mask, other=0.0).to(tl.float32)
+        acc += tl.load(codebooks_ptr + (k * C + code) * v + lane[None, :], mask=mask, other=0.0).to(
+            tl.float32
+        )
     scale = tl.load(
         scales_ptr + rows[:, None].to(tl.int64) * num_groups + cols[None, :] // group_size,
-        mask=mask, other=0.0,
+        mask=mask,
+        other=0.0,
     ).to(tl.float32)
     out = acc * scale
-    tl.store(out_ptr + rows[:, None].to(tl.int64) * K + cols[None, :], out.to(out_ptr.dtype.element_ty), mask=mask)
+    tl.store(
+        out_ptr + rows[:, None].to(tl.int64) * K + cols[None, :],
+        out.to(out_ptr.dtype.element_ty),
+        mask=mask,
+    )
 
 
 @triton.jit
 def _dequant_gemm_kernel(
-    x_ptr, codes_ptr, codebooks_ptr, scales_ptr, out_ptr,
-    N, M, K, num_vectors, num_groups, group_size,
-    stride_xn, stride_on,
-    m: tl.constexpr, C: tl.constexpr, v: tl.constexpr,
-    BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, IEEE: tl.constexpr,
+    x_ptr,
+    codes_ptr,
+    codebooks_ptr,
+    scales_ptr,
+    out_ptr,
+    N,
+    M,
+    K,
+    num_vectors,
+    num_groups,
+    group_size,
+    stride_xn,
+    stride_on,
+    m: tl.constexpr,
+    C: tl.constexpr,
+    v: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    IEEE: tl.constexpr,
 ):
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
@@ -69,14 +106,19 @@ def _dequant_gemm_kernel(
         code_base = rows[:, None].to(tl.int64) * (num_vectors * m) + vec[None, :] * m
         for k in tl.static_range(m):
             code = tl.load(codes_ptr + code_base + k, mask=wmask, other=0).to(tl.int32)
-            w += tl.load(codebooks_ptr + (k * C + code) * v + lane[None, :], mask=wmask, other=0.0).to(tl.float32)
+            w += tl.load(
+                codebooks_ptr + (k * C + code) * v + lane[None, :], mask=wmask, other=0.0
+            ).to(tl.float32)
         scale = tl.load(
             scales_ptr + rows[:, None].to(tl.int64) * num_groups + cols[None, :] // group_size,
-            mask=wmask, other=0.0,
+            mask=wmask,
+            other=0.0,
         ).to(tl.float32)
         w = w * scale
         xmask = (tokens[:, None] < N) & (cols[None, :] < K)
-        xt = tl.load(x_ptr + tokens[:, None].to(tl.int64) * stride_xn + cols[None, :], mask=xmask, other=0.0)
+        xt = tl.load(
+            x_ptr + tokens[:, None].to(tl.int64) * stride_xn + cols[None, :], mask=xmask, other=0.0
+        )
         if IEEE:
             acc += tl.dot(xt.to(tl.float32), tl.trans(w), input_precision="ieee")
         else:
@@ -84,15 +126,22 @@ def _dequant_gemm_kernel(
     omask = (tokens[:, None] < N) & (rows[None, :] < M)
     tl.store(
         out_ptr + tokens[:, None].to(tl.int64) * stride_on + rows[None, :],
-        acc.to(out_ptr.dtype.element_ty), mask=omask,
+        acc.to(out_ptr.dtype.element_ty),
+        mask=omask,
     )
 
 
 @triton.jit
 def _psumbook_build_kernel(
-    x_ptr, codebooks_ptr, table_ptr,
-    num_vectors, stride_xn,
-    m: tl.constexpr, C: tl.constexpr, v: tl.constexpr, BLOCK_J: tl.constexpr,
+    x_ptr,
+    codebooks_ptr,
+    table_ptr,
+    num_vectors,
+    stride_xn,
+    m: tl.constexpr,
+    C: tl.constexpr,
+    v: tl.constexpr,
+    BLOCK_J: tl.constexpr,
 ):
     n = tl.program_id(0)
     pid_j = tl.program_id(1)
@@ -102,7 +151,9 @@ def _psumbook_build_kernel(
     for k in tl.static_range(m):
         acc = tl.zeros((BLOCK_J, C), dtype=tl.float32)
         for d in tl.static_range(v):
-            xv = tl.load(x_ptr + n.to(tl.int64) * stride_xn + vec * v + d, mask=vmask, other=0.0).to(tl.float32)
+            xv = tl.load(
+                x_ptr + n.to(tl.int64) * stride_xn + vec * v + d, mask=vmask, other=0.0
+            ).to(tl.float32)
             bv = tl.load(codebooks_ptr + (k * C + centroid) * v + d).to(tl.float32)
             acc += xv[:, None] * bv[None, :]
         offs = ((n.to(tl.int64) * num_vectors + vec[:, None]) * m + k) * C + centroid[None, :]
@@ -111,10 +162,20 @@ def _psumbook_build_kernel(
 
 @triton.jit
 def _psumbook_gather_kernel(
-    table_ptr, codes_ptr, scales_ptr, out_ptr,
-    N, M, num_vectors, num_groups, stride_on,
+    table_ptr,
+    codes_ptr,
+    scales_ptr,
+    out_ptr,
+    N,
+    M,
+    num_vectors,
+    num_groups,
+    stride_on,
     VECTORS_PER_GROUP: tl.constexpr,
-    m: tl.constexpr, C: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    m: tl.constexpr,
+    C: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
 ):
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
@@ -130,14 +191,17 @@ def _psumbook_gather_kernel(
         for jj in range(0, VECTORS_PER_GROUP):
             j = group * VECTORS_PER_GROUP + jj
             for k in tl.static_range(m):
-                code = tl.load(codes_ptr + (rows.to(tl.int64) * num_vectors + j) * m + k, mask=rmask, other=0)
+                code = tl.load(
+                    codes_ptr + (rows.to(tl.int64) * num_vectors + j) * m + k, mask=rmask, other=0
+                )
                 offs = ((token_base + j) * m + k) * C + code.to(tl.int64)[:, None]
                 part += tl.load(table_ptr + offs, mask=mask, other=0.0)
         scale = tl.load(scales_ptr + rows.to(tl.int64) * num_groups + group, mask=rmask, other=0.0)
         acc += part * scale.to(tl.float32)[:, None]
     tl.store(
         out_ptr + tokens[None, :].to(tl.int64) * stride_on + rows[:, None],
-        acc.to(out_ptr.dtype.element_ty), mask=mask,
+        acc.to(out_ptr.dtype.element_ty),
+        mask=mask,
     )
 
 
@@ -146,9 +210,13 @@ def _pow2_at_least(n: int, low: int, high: int) -> int:
 
 
 def dequantize_triton(
-    codes: torch.Tensor, codebooks: torch.Tensor, scales: torch.Tensor,
-    dtype: torch.dtype = torch.float32, out: torch.Tensor | None = None,
-    block_m: int = 32, block_k: int = 64,
+    codes: torch.Tensor,
+    codebooks: torch.Tensor,
+    scales: torch.Tensor,
+    dtype: torch.dtype = torch.float32,
+    out: torch.Tensor | None = None,
+    block_m: int = 32,
+    block_k: int = 64,
 ) -> torch.Tensor:
     """``Ŵ [M, K]`` in ``dtype`` (or written into ``out``), one program per (row block, column block)."""
     rows, num_vectors, m = codes.shape
@@ -158,16 +226,32 @@ def dequantize_triton(
         out = torch.empty(rows, k, dtype=dtype, device=codes.device)
     grid = (triton.cdiv(rows, block_m), triton.cdiv(k, block_k))
     _dequant_kernel[grid](
-        codes.contiguous(), codebooks.contiguous(), scales.contiguous(), out,
-        rows, k, num_vectors, scales.shape[1], k // scales.shape[1],
-        m=m, C=size, v=v, BLOCK_M=block_m, BLOCK_K=block_k,
+        codes.contiguous(),
+        codebooks.contiguous(),
+        scales.contiguous(),
+        out,
+        rows,
+        k,
+        num_vectors,
+        scales.shape[1],
+        k // scales.shape[1],
+        m=m,
+        C=size,
+        v=v,
+        BLOCK_M=block_m,
+        BLOCK_K=block_k,
     )
     return out
 
 
 def dequant_gemm_triton(
-    x: torch.Tensor, codes: torch.Tensor, codebooks: torch.Tensor, scales: torch.Tensor,
-    out: torch.Tensor | None = None, block_m: int = 64, block_k: int = 64,
+    x: torch.Tensor,
+    codes: torch.Tensor,
+    codebooks: torch.Tensor,
+    scales: torch.Tensor,
+    out: torch.Tensor | None = None,
+    block_m: int = 64,
+    block_k: int = 64,
 ) -> torch.Tensor:
     """Fused dequantize-GEMM: x ``[N, K]`` -> ``[N, M]`` (x's dtype), fp32 accumulation."""
     n, k = x.shape
@@ -179,10 +263,25 @@ def dequant_gemm_triton(
     block_n = _pow2_at_least(n, 16, 64)
     grid = (triton.cdiv(rows, block_m), triton.cdiv(n, block_n))
     _dequant_gemm_kernel[grid](
-        x, codes.contiguous(), codebooks.contiguous(), scales.contiguous(), out,
-        n, rows, k, num_vectors, scales.shape[1], k // scales.shape[1],
-        x.stride(0), out.stride(0),
-        m=m, C=size, v=v, BLOCK_N=block_n, BLOCK_M=block_m, BLOCK_K=block_k,
+        x,
+        codes.contiguous(),
+        codebooks.contiguous(),
+        scales.contiguous(),
+        out,
+        n,
+        rows,
+        k,
+        num_vectors,
+        scales.shape[1],
+        k // scales.shape[1],
+        x.stride(0),
+        out.stride(0),
+        m=m,
+        C=size,
+        v=v,
+        BLOCK_N=block_n,
+        BLOCK_M=block_m,
+        BLOCK_K=block_k,
         IEEE=x.dtype == torch.float32,
     )
     return out
@@ -200,16 +299,28 @@ def psumbook_build_triton(
         out = torch.empty(n, num_vectors, m, size, dtype=torch.float32, device=x.device)
     grid = (n, triton.cdiv(num_vectors, block_j))
     _psumbook_build_kernel[grid](
-        x, codebooks.contiguous(), out, num_vectors, x.stride(0),
-        m=m, C=size, v=v, BLOCK_J=block_j,
+        x,
+        codebooks.contiguous(),
+        out,
+        num_vectors,
+        x.stride(0),
+        m=m,
+        C=size,
+        v=v,
+        BLOCK_J=block_j,
     )
     return out
 
 
 def psumbook_matmul_triton(
-    x: torch.Tensor, codes: torch.Tensor, codebooks: torch.Tensor, scales: torch.Tensor,
-    out: torch.Tensor | None = None, table: torch.Tensor | None = None,
-    block_m: int = 64, block_n: int | None = None,
+    x: torch.Tensor,
+    codes: torch.Tensor,
+    codebooks: torch.Tensor,
+    scales: torch.Tensor,
+    out: torch.Tensor | None = None,
+    table: torch.Tensor | None = None,
+    block_m: int = 64,
+    block_n: int | None = None,
 ) -> torch.Tensor:
     """Two-phase Psumbook GEMM: build P ``[N, K/v, m, C]``, then gather-accumulate; x ``[N, K]`` -> ``[N, M]``."""
     n, k = x.shape
@@ -223,8 +334,19 @@ def psumbook_matmul_triton(
         block_n = _pow2_at_least(n, 1, 16)
     grid = (triton.cdiv(rows, block_m), triton.cdiv(n, block_n))
     _psumbook_gather_kernel[grid](
-        table, codes.contiguous(), scales.contiguous(), out,
-        n, rows, num_vectors, groups, out.stride(0),
-        VECTORS_PER_GROUP=k // groups // v, m=m, C=size, BLOCK_M=block_m, BLOCK_N=block_n,
+        table,
+        codes.contiguous(),
+        scales.contiguous(),
+        out,
+        n,
+        rows,
+        num_vectors,
+        groups,
+        out.stride(0),
+        VECTORS_PER_GROUP=k // groups // v,
+        m=m,
+        C=size,
+        BLOCK_M=block_m,
+        BLOCK_N=block_n,
     )
     return out
