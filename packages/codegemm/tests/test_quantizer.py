@@ -1,5 +1,7 @@
 """The quantizer on Gaussian weights: error range, vs RTN, monotone refinement, calibration."""
 
+import itertools
+
 import codegemm
 import pytest
 import torch
@@ -45,7 +47,7 @@ def test_refinement_never_raises_the_weighted_error(fits):
     for name, fit in fits.items():
         hist = fit.history
         assert len(hist) == 1 + 3 * FAST["refine_rounds"]
-        for before, after in zip(hist, hist[1:]):
+        for before, after in itertools.pairwise(hist):
             # each step is an exact minimiser of the same objective; only fp32 rounding of the
             # argmin/normal equations can move it, by far less than 1e-6 relative
             assert after <= before * (1 + 1e-6), (name, hist)

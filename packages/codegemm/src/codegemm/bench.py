@@ -52,6 +52,17 @@ class _threads:
         torch.set_num_threads(self.before)
 
 
+def _time_paths(x, codes, books, scales, plan, dense, min_time):
+    return _interleaved(
+        {
+            "psumbook": lambda: psumbook_matmul(x, books, scales, plan),
+            "dequant": lambda: dequant_matmul(x, codes, books, scales, plan.rebuild),
+            "dense": lambda: F.linear(x, dense),
+        },
+        min_time=min_time,
+    )
+
+
 def _random_layer(rows, k, config, seed=0):
     gen = torch.Generator().manual_seed(seed)
     m, v, size = config.num_codebooks, config.vector_size, config.codebook_size
@@ -199,16 +210,7 @@ def matmul_speed(ctx: Context) -> None:
                 times = {"psumbook": [], "dequant": [], "dense fp32": []}
                 for n in TOKENS:
                     x = torch.randn(n, k)
-                    med = _interleaved(
-                        {
-                            "psumbook": lambda x=x: psumbook_matmul(x, books, scales, plan),
-                            "dequant": lambda x=x: dequant_matmul(
-                                x, codes, books, scales, plan.rebuild
-                            ),
-                            "dense": lambda x=x: F.linear(x, dense),
-                        },
-                        min_time=min_time,
-                    )
+                    med = _time_paths(x, codes, books, scales, plan, dense, min_time)
                     t_ps, t_dq, t_fp = med["psumbook"], med["dequant"], med["dense"]
                     times["psumbook"].append(t_ps)
                     times["dequant"].append(t_dq)

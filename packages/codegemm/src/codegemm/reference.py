@@ -66,7 +66,7 @@ def psumbook_matmul_reference(
 ) -> torch.Tensor:
     """``x @ Ŵᵀ`` through the Psumbook (float64, unbatched gather): x ``[N, K]`` -> ``[N, M]``."""
     table = psumbook_reference(x, codebooks)  # [N, J, m, C]
-    n, num_vectors, m, _ = table.shape
+    n, num_vectors, _m, _ = table.shape
     v = codebooks.shape[2]
     group = num_vectors * v // scales.shape[1]
     index = codes.long().permute(1, 2, 0).unsqueeze(0).expand(n, -1, -1, -1)  # [N, J, m, M]
