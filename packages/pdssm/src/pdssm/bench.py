@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import statistics
+import sys
 
 import torch
 
@@ -55,6 +56,7 @@ def _train_eval(
     task, model_kwargs, steps, train_lengths, test_lengths, seed, lr=1e-2, eval_every=0, desc=""
 ):
     """Train one model; return accuracies per test length (max over evaluations if eval_every)."""
+    progress = sys.stderr.isatty()  # per-run bars only in a terminal, not in logs
     from .layer import PDSSM
     from .train import evaluate, train_task
 
@@ -69,7 +71,9 @@ def _train_eval(
         # evaluated between segments (the official protocol reports the max validation accuracy).
         from .train import Trainer
 
-        trainer = Trainer(model, task, steps, lo, hi, lr=lr, seed=seed, desc=desc)
+        trainer = Trainer(
+            model, task, steps, lo, hi, lr=lr, seed=seed, desc=desc, progress=progress
+        )
         while done < steps:
             n = min(eval_every, steps - done)
             seconds += trainer.run(n)
@@ -82,7 +86,9 @@ def _train_eval(
             )
         losses = trainer.losses
     else:
-        result = train_task(model, task, steps, lo, hi, lr=lr, seed=seed, desc=desc)
+        result = train_task(
+            model, task, steps, lo, hi, lr=lr, seed=seed, desc=desc, progress=progress
+        )
         seconds, losses = result.seconds, result.losses
         checkpoints.append(
             {

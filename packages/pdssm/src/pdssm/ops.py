@@ -24,7 +24,7 @@ from .scan import parallel_states, sequential_states
 __all__ = ["pd_scan"]
 
 ORIENTATIONS = ("column", "row")
-BACKENDS = ("auto", "sequential", "reference", "torch", "dense", "triton")
+BACKENDS = ("auto", "sequential", "reference", "torch", "dense", "triton", "triton_chunked")
 
 
 def _other(orientation: str) -> str:
@@ -40,6 +40,10 @@ def _states(p, d, b, x0, orientation: str, backend: str) -> torch.Tensor:
         from .kernels.scan import triton_states
 
         return triton_states(p, d, b, x0, orientation)
+    if backend == "triton_chunked":
+        from .kernels.scan import default_chunk, triton_states
+
+        return triton_states(p, d, b, x0, orientation, chunk=default_chunk(b.shape[1]))
     raise AssertionError(f"unreachable backend {backend!r}")
 
 
@@ -163,16 +167,16 @@ def check_backend(d: torch.Tensor, backend: str) -> None:
     """Raise if ``backend`` is unknown or cannot run on ``d`` (dtype, device, interpreter)."""
     if backend not in BACKENDS:
         raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
-    if backend == "triton":
+    if backend.startswith("triton"):
         from neurips25_core.device import triton_available, triton_interpret
 
         if d.dtype != torch.complex64:
-            raise TypeError(f"d: backend 'triton' supports complex64 only, got {d.dtype}")
+            raise TypeError(f"d: backend {backend!r} supports complex64 only, got {d.dtype}")
         if not triton_available():
-            raise ValueError("backend: 'triton' requested but triton is not installed")
+            raise ValueError(f"backend: {backend!r} requested but triton is not installed")
         if not d.is_cuda and not triton_interpret():
             raise ValueError(
-                "backend: 'triton' needs CUDA tensors, or TRITON_INTERPRET=1 for CPU tensors; "
+                f"backend: {backend!r} needs CUDA tensors, or TRITON_INTERPRET=1 for CPU tensors; "
                 f"got device {d.device} without the interpreter"
             )
 
@@ -201,14 +205,16 @@ def pd_scan(
         backend: ``"sequential"`` (alias ``"reference"``: a loop over time, the fastest on CPU),
             ``"torch"`` (Hillis–Steele parallel scan over ``(p, d, b)``), ``"dense"`` (the official
             materialised N×N loop with plain autograd: the baseline), ``"triton"`` (complex64;
-            CUDA, or CPU under ``TRITON_INTERPRET=1``), ``"auto"`` (Triton on CUDA tensors,
-            sequential otherwise).
+            one program per sequence walking all L steps; CUDA, or CPU under
+            ``TRITON_INTERPRET=1``), ``"triton_chunked"`` (the three-phase chunked Triton scan,
+            chunks of ≈√L steps), ``"auto"`` (``"triton"`` on CUDA complex64 tensors,
+            ``"sequential"`` otherwise).
 
     Returns:
         complex (B, L, N): the states ``x_1 .. x_L``.
 
     Raises:
-        TypeError: non-complex ``d``/``b``, mismatched dtypes, complex128 with ``"triton"``.
+        TypeError: non-complex ``d``/``b``, mismatched dtypes, complex128 with a Triton backend.
         ValueError: bad shapes, indices out of ``[0, N)``, unknown orientation/backend, ``"triton"``
             on CPU tensors without the interpreter.
 
