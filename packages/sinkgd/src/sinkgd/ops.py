@@ -78,6 +78,8 @@ def sr_sinkhorn(
         raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
     if grad.layout != torch.strided:
         raise TypeError(f"grad: expected a dense (strided) tensor, got layout {grad.layout}")
+    if grad.numel() == 0:
+        return grad.clone()
     if backend == "auto":
         backend = "triton" if use_triton_for(grad) and grad.dtype in _TRITON_DTYPES else "torch"
     if backend == "torch":

@@ -30,7 +30,7 @@ from torch.optim import Optimizer
 
 from .distributed import is_dtensor, sr_sinkhorn_dtensor
 from .ops import BACKENDS, check_eps, check_num_iters
-from .sinkhorn import sr_sinkhorn_torch
+from .sinkhorn import accumulation_dtype, sr_sinkhorn_torch
 from .swan import swan_direction_torch
 
 __all__ = [
@@ -142,8 +142,10 @@ def _normalize(
     if backend == "reference":
         from . import reference
 
+        if grad.numel() == 0:
+            return grad.to(out_dtype, copy=True)
         flat = grad.reshape(-1, *grad.shape[-2:]).to(torch.float64)
-        out = torch.stack([reference.sr_sinkhorn(x, num_iters, eps) for x in flat]) if len(flat) else flat
+        out = torch.stack([reference.sr_sinkhorn(x, num_iters, eps) for x in flat])
         return out.reshape(grad.shape).to(out_dtype)
     return sr_sinkhorn_torch(grad, num_iters, eps, out_dtype=out_dtype)
 
@@ -203,7 +205,7 @@ def sinkgd_update_(
                 buckets[(tuple(g.shape), g.dtype, g.device)].append(i)
         for idx in buckets.values():
             stacked = torch.stack([grads[i] for i in idx]) if len(idx) > 1 else grads[idx[0]][None]
-            updates = _normalize(stacked, num_iters, eps, backend, torch.float32)
+            updates = _normalize(stacked, num_iters, eps, backend, accumulation_dtype(stacked.dtype))
             for j, i in enumerate(idx):
                 _apply_update(params[i], updates[j], lr, weight_decay)
         pairs = [(params[i], grads[i]) for i in rest]
@@ -216,9 +218,9 @@ def sinkgd_update_(
                     f"params: a DTensor gradient with placements {g.placements} needs a DTensor "
                     f"parameter with the same placements, got {getattr(p, 'placements', 'a plain tensor')}"
                 )
-            update = sr_sinkhorn_dtensor(g, num_iters, eps, out_dtype=torch.float32)
+            update = sr_sinkhorn_dtensor(g, num_iters, eps, out_dtype=accumulation_dtype(g.dtype))
         else:
-            update = _normalize(g, num_iters, eps, backend, torch.float32)
+            update = _normalize(g, num_iters, eps, backend, accumulation_dtype(g.dtype))
         _apply_update(p, update, lr, weight_decay)
 
 
