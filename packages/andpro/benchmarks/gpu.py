@@ -21,9 +21,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from andpro import AnDProScorer, AttentionScorer, Press, SnapKVScorer, scoring  # noqa: E402
-from andpro.attention import masked_attention  # noqa: E402
-from andpro.cache import PressLayer  # noqa: E402
+from andpro import AnDProScorer, AttentionScorer, Press, SnapKVScorer, scoring
+from andpro.attention import masked_attention
+from andpro.cache import PressLayer
 
 
 def timed(fn, device, repeats=10, warmup=3) -> float:
@@ -58,9 +58,15 @@ def correctness(device, dtype, hq, hkv, d, length, w) -> dict:
     out = {}
     for name, fn in (
         ("window_attention", lambda c: scoring.window_attention(c["queries"], c["keys"])),
-        ("andpro_scores", lambda c: scoring.andpro_scores(
-            scoring.pool(scoring.window_attention(c["queries"], c["keys"]), 7, "max"), c["values"],
-            scoring.candidate_mask(length, 4, w, device), gqa_reduce="sum")),
+        (
+            "andpro_scores",
+            lambda c: scoring.andpro_scores(
+                scoring.pool(scoring.window_attention(c["queries"], c["keys"]), 7, "max"),
+                c["values"],
+                scoring.candidate_mask(length, 4, w, device),
+                gqa_reduce="sum",
+            ),
+        ),
     ):
         ref, low = fn(ref_ctx), fn(low_ctx).double()
         out[name] = float((low - ref).norm() / ref.norm())
@@ -76,13 +82,18 @@ def bench_length(device, dtype, hq, hkv, d, length, w, budget) -> dict:
     presses = {
         "andpro": Press(AnDProScorer(), budget, window=w),
         "attention": Press(AttentionScorer(), budget, window=w),
-        "snapkv": Press(SnapKVScorer(pooling="max"), budget, window=w, chunk_size=1, head_budget="uniform"),
+        "snapkv": Press(
+            SnapKVScorer(pooling="max"), budget, window=w, chunk_size=1, head_budget="uniform"
+        ),
     }
     row = {"L": length, "budget": budget}
     for name, press in presses.items():
         row[f"{name}_s"] = timed(lambda p=press: p.keep_mask(qw, k, v), device)
     row["prefill_sdpa_s"] = timed(
-        lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True), device,
+        lambda: torch.nn.functional.scaled_dot_product_attention(
+            q, k, v, is_causal=True, enable_gqa=True
+        ),
+        device,
         repeats=5,
     )
     # decode step: compressed (padded + masked) cache vs the full cache
@@ -92,7 +103,9 @@ def bench_length(device, dtype, hq, hkv, d, length, w, budget) -> dict:
     layer.compress(keep)
     q1 = q[:, :, -1:]
     allowed = layer.valid[:, :, None, :]
-    row["decode_compressed_s"] = timed(lambda: masked_attention(q1, layer.keys, layer.values, allowed, d**-0.5), device)
+    row["decode_compressed_s"] = timed(
+        lambda: masked_attention(q1, layer.keys, layer.values, allowed, d**-0.5), device
+    )
     full_allowed = torch.ones(1, hkv, 1, length, dtype=torch.bool, device=device)
     row["decode_full_s"] = timed(lambda: masked_attention(q1, k, v, full_allowed, d**-0.5), device)
     row["cache_bytes_compressed"] = 2 * layer.keys.numel() * layer.keys.element_size()
@@ -118,17 +131,33 @@ def main(argv=None) -> dict:
     else:
         hq, hkv, d, w, lengths, budget = 32, 8, 128, 32, (4096, 8192, 16384, 32768), 1024
         dtypes = (torch.bfloat16, torch.float32) if device.type == "cuda" else (torch.float32,)
-    report = {"device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu", "toy": args.toy,
-              "shapes": dict(H_q=hq, H_kv=hkv, d=d, window=w), "correctness": {}, "timings": []}
+    report = {
+        "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
+        "toy": args.toy,
+        "shapes": dict(H_q=hq, H_kv=hkv, d=d, window=w),
+        "correctness": {},
+        "timings": [],
+    }
     for dtype in dtypes:
         report["correctness"][str(dtype)] = correctness(device, dtype, hq, hkv, d, min(lengths), w)
     run_dtype = dtypes[0]
     for length in lengths:
-        report["timings"].append(bench_length(device, run_dtype, hq, hkv, d, length, w, min(budget, length // 2)))
+        report["timings"].append(
+            bench_length(device, run_dtype, hq, hkv, d, length, w, min(budget, length // 2))
+        )
     print(f"device={report['device']} dtype={run_dtype} {report['shapes']}")
     print("correctness (rel. err vs float64):", json.dumps(report["correctness"]))
-    cols = ["L", "andpro_s", "attention_s", "snapkv_s", "prefill_sdpa_s", "andpro_over_prefill", "andpro_over_snapkv",
-            "decode_compressed_s", "decode_full_s"]
+    cols = [
+        "L",
+        "andpro_s",
+        "attention_s",
+        "snapkv_s",
+        "prefill_sdpa_s",
+        "andpro_over_prefill",
+        "andpro_over_snapkv",
+        "decode_compressed_s",
+        "decode_full_s",
+    ]
     print(" | ".join(cols))
     for r in report["timings"]:
         print(" | ".join(f"{r[c]:.4g}" if isinstance(r[c], float) else str(r[c]) for c in cols))

@@ -7,27 +7,46 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
-
 from andpro import Press
 from andpro.bench import ROWS_A, SUITE, bootstrap_ci, capture_qkv, continuation_bpb, make_press
 from andpro.metrics import attention_output_error
-from andpro.retrieval import COLON, KEYS, NOISE, SEP, VALUES, RetrievalTask, retrieval_accuracy, retrieval_model
+from andpro.retrieval import (
+    COLON,
+    KEYS,
+    NOISE,
+    SEP,
+    VALUES,
+    RetrievalTask,
+    retrieval_accuracy,
+    retrieval_model,
+)
+from transformers import LlamaConfig, LlamaForCausalLM
 
 PKG = Path(__file__).resolve().parents[1]
 
 
 def tiny():
     torch.manual_seed(0)
-    cfg = LlamaConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                      vocab_size=256, intermediate_size=128, attn_implementation="sdpa")
+    cfg = LlamaConfig(
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=256,
+        intermediate_size=128,
+        attn_implementation="sdpa",
+    )
     return LlamaForCausalLM(cfg).eval()
 
 
 def test_suite_declares_quality_and_speed_cases():
     kinds = {c.name: c.kind for c in SUITE.cases}
-    assert kinds == {"attention_error": "quality", "retrieval": "quality", "overhead": "speed",
-                     "prefill_decode": "speed"}
+    assert kinds == {
+        "attention_error": "quality",
+        "retrieval": "quality",
+        "overhead": "speed",
+        "prefill_decode": "speed",
+    }
 
 
 def test_rows_and_bootstrap():
@@ -42,7 +61,11 @@ def test_capture_and_full_budget_bpb():
     model = tiny()
     ids = torch.randint(0, 256, (1, 80), generator=torch.Generator().manual_seed(0))
     layers = capture_qkv(model, ids)
-    assert len(layers) == 2 and layers[0][0].shape == (1, 4, 80, 16) and layers[0][1].shape == (1, 2, 80, 16)
+    assert (
+        len(layers) == 2
+        and layers[0][0].shape == (1, 4, 80, 16)
+        and layers[0][1].shape == (1, 2, 80, 16)
+    )
     q, k, v = layers[1]
     keep = torch.ones(1, 2, 60, dtype=torch.bool)
     assert attention_output_error(q[:, :, 60:], k, v, keep).max() < 1e-12
@@ -67,20 +90,32 @@ def test_retrieval_task_and_accuracy_protocols():
     assert x.shape == (2, 96 + 16 - 1)
     answers = y[y != -100]
     assert answers.numel() == 8 and ((answers >= VALUES[0]) & (answers < VALUES[1])).all()
-    assert (x[:, 96] == SEP).all() and (x[:, 98] == COLON).all() and ((x[:, 97] >= KEYS[0]) & (x[:, 97] < KEYS[1])).all()
+    assert (
+        (x[:, 96] == SEP).all()
+        and (x[:, 98] == COLON).all()
+        and ((x[:, 97] >= KEYS[0]) & (x[:, 97] < KEYS[1])).all()
+    )
     model = retrieval_model().eval()
     c, q, a = task.eval_batch(4, g)
     for aware in (True, False):
         full = retrieval_accuracy(model, c, q, a, None, aware)
-        same = retrieval_accuracy(model, c, q, a, make_press("andpro", 96 + 2 if aware else 96), aware)
+        same = retrieval_accuracy(
+            model, c, q, a, make_press("andpro", 96 + 2 if aware else 96), aware
+        )
         assert 0.0 <= full <= 1.0 and same == full
-        assert 0.0 <= retrieval_accuracy(model, c, q, a, make_press("snapkv_w32_max7", 40), aware) <= 1.0
+        assert (
+            0.0
+            <= retrieval_accuracy(model, c, q, a, make_press("snapkv_w32_max7", 40), aware)
+            <= 1.0
+        )
     with pytest.raises(ValueError, match="n_pairs"):
         RetrievalTask(context=40, n_pairs=20, guard=24).contexts(1, g)
 
 
 def test_gpu_script_toy(tmp_path):
-    spec = importlib.util.spec_from_file_location("andpro_gpu_script", PKG / "benchmarks" / "gpu.py")
+    spec = importlib.util.spec_from_file_location(
+        "andpro_gpu_script", PKG / "benchmarks" / "gpu.py"
+    )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     out = tmp_path / "gpu.json"

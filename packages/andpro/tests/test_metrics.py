@@ -2,10 +2,10 @@
 
 import pytest
 import torch
-from neurips25_core.testing import randn
-
 from andpro.attention import masked_attention
 from andpro.metrics import attention_output_error
+
+from neurips25_core.testing import randn
 
 
 def _data(seed=0, b=2, hq=4, hkv=2, q=5, t=30, d=8):
@@ -43,7 +43,9 @@ def test_unnormalised_error_is_the_lost_mass_and_o_proj_per_head():
     q, k, v = _data(seed=5, b=1, hq=2, hkv=2, q=1, t=10, d=4)
     keep = torch.ones(1, 2, 10, dtype=torch.bool)
     keep[0, 0, 3] = False
-    a = torch.softmax((q @ k.transpose(-1, -2)) * 0.5, -1)  # single query at the last position sees all
+    a = torch.softmax(
+        (q @ k.transpose(-1, -2)) * 0.5, -1
+    )  # single query at the last position sees all
     o = a @ v
     lost = a[0, 0, 0, 3] * v[0, 0, 3]
     err = attention_output_error(q, k, v, keep, normalize="none")
@@ -52,7 +54,9 @@ def test_unnormalised_error_is_the_lost_mass_and_o_proj_per_head():
     w = randn(6, 8, seed=9, dtype=torch.float64)
     err_o = attention_output_error(q, k, v, keep, normalize="none", o_proj=w)
     w0 = w[:, :4]
-    assert err_o[0, 0].item() == pytest.approx(((w0 @ lost).norm() / (w0 @ o[0, 0, 0]).norm()).item(), rel=1e-12)
+    assert err_o[0, 0].item() == pytest.approx(
+        ((w0 @ lost).norm() / (w0 @ o[0, 0, 0]).norm()).item(), rel=1e-12
+    )
 
 
 def test_per_query_head_keep_and_errors():

@@ -1,8 +1,9 @@
 """Integration: the press on tiny Llama / Mistral / Qwen3 models built from configs (GQA, no downloads)."""
 
+import andpro
 import pytest
 import torch
-from neurips25_core.testing import assert_close
+from andpro import AnDProScorer, AttentionScorer, KNormScorer, Press, SnapKVScorer
 from transformers import (
     AttentionInterface,
     DynamicCache,
@@ -16,11 +17,17 @@ from transformers import (
     Qwen3ForCausalLM,
 )
 
-import andpro
-from andpro import AnDProScorer, AttentionScorer, KNormScorer, Press, SnapKVScorer
+from neurips25_core.testing import assert_close
 
-COMMON = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, vocab_size=128,
-              intermediate_size=128, max_position_embeddings=512)
+COMMON = dict(
+    hidden_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    vocab_size=128,
+    intermediate_size=128,
+    max_position_embeddings=512,
+)
 
 
 def make_model(kind="llama", impl="eager", seed=0, dtype=torch.float32):
@@ -28,7 +35,9 @@ def make_model(kind="llama", impl="eager", seed=0, dtype=torch.float32):
     if kind == "llama":
         model = LlamaForCausalLM(LlamaConfig(**COMMON, attn_implementation=impl))
     elif kind == "mistral":
-        model = MistralForCausalLM(MistralConfig(**COMMON, sliding_window=None, attn_implementation=impl))
+        model = MistralForCausalLM(
+            MistralConfig(**COMMON, sliding_window=None, attn_implementation=impl)
+        )
     elif kind == "qwen3":
         model = Qwen3ForCausalLM(Qwen3Config(**COMMON, head_dim=16, attn_implementation=impl))
     else:
@@ -47,7 +56,7 @@ def masked_reference_logits(model, ids, keep_masks, prompt_len):
     name = "andpro_test_masked_reference"
 
     def attn(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
-        b, hq, t, d = query.shape
+        b, hq, t, _d = query.shape
         keep = keep_masks[module.layer_idx]  # [B, H_k, prompt_len]
         hk = keep.shape[1]
         groups_k = hq // key.shape[1]
@@ -110,21 +119,52 @@ def test_full_budget_is_identical_to_no_press():
 
 
 @pytest.mark.parametrize("kind", ["llama", "qwen3", "mistral"])
-@pytest.mark.parametrize("scorer", [AnDProScorer(), SnapKVScorer(), AnDProScorer(gqa_reduce="per_qhead")])
+@pytest.mark.parametrize(
+    "scorer", [AnDProScorer(), SnapKVScorer(), AnDProScorer(gqa_reduce="per_qhead")]
+)
 def test_decoding_matches_masked_full_attention(kind, scorer):
     model = make_model(kind)
     ids = prompt(83, batch=2)
     budget = 40
-    press = Press(scorer, budget=budget, window=12, chunk_size=4 if isinstance(scorer, AnDProScorer) else 1)
+    press = Press(
+        scorer, budget=budget, window=12, chunk_size=4 if isinstance(scorer, AnDProScorer) else 1
+    )
     seq, dec, keeps = press_decode(model, press, ids, 5)
     heads = 4 if scorer.gqa_reduce == "per_qhead" else 2
     for s, keep in zip(press.stats, keeps):
         assert keep.shape == (2, heads, 83)
-        assert keep.sum((1, 2)).tolist() == [heads * budget] * 2  # exactly the budget per head on average
+        assert (
+            keep.sum((1, 2)).tolist() == [heads * budget] * 2
+        )  # exactly the budget per head on average
         assert torch.equal(keep.sum(-1), s["kept"])
         assert keep[..., :4].all() and keep[..., -12:].all()
     ref = masked_reference_logits(model, seq, keeps, 83)[:, 83:]
     assert_close(dec, ref, rtol=1e-5)
+
+
+def test_float64_decoding_matches_masked_reference_tightly():
+    model = make_model("llama", "eager", dtype=torch.float64)
+    ids = prompt(75)
+    press = Press(AnDProScorer(), budget=30, window=8)
+    seq, dec, keeps = press_decode(model, press, ids, 4)
+    ref = masked_reference_logits(model, seq, keeps, 75)[:, 75:]
+    assert_close(dec, ref, rtol=1e-10)
+
+
+def test_cache_reports_logical_length_and_memory():
+    model = make_model()
+    ids = prompt(64)
+    with torch.no_grad(), Press(AnDProScorer(), budget=24, window=8)(model) as cache:
+        model(ids, cache=cache)
+        assert cache.get_seq_length() == 64
+        mem = cache.memory()
+        assert mem["kept_slots"] == 2 * 2 * 24  # layers x KV heads x budget
+        assert mem["physical_slots"] >= mem["kept_slots"]
+        model(ids[:, :1], cache=cache)
+        assert cache.get_seq_length() == 65
+        assert cache.layers[0].positions[..., -1].eq(64).all()
+        with pytest.raises(ValueError, match="padded"):
+            model(ids[:, :2], cache=cache, attention_mask=torch.tensor([[0] * 65 + [1, 1]]))
 
 
 def test_eager_and_sdpa_agree():
@@ -142,9 +182,15 @@ def test_generate_matches_transformers_generate_without_eviction():
     ids = prompt(50, batch=2)
     ours = andpro.generate(model, ids, Press(KNormScorer(), budget=50, window=8), max_new_tokens=8)
     with torch.no_grad():
-        model.generation_config.eos_token_id = None  # the config's default EOS (2) would stop or be suppressed
+        model.generation_config.eos_token_id = (
+            None  # the config's default EOS (2) would stop or be suppressed
+        )
         theirs = model.generate(
-            ids, attention_mask=torch.ones_like(ids), max_new_tokens=8, do_sample=False, pad_token_id=0
+            ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=8,
+            do_sample=False,
+            pad_token_id=0,
         )
     assert torch.equal(ours, theirs)
 
@@ -177,19 +223,28 @@ def test_context_exit_restores_model_even_on_error():
     model = make_model("llama", "sdpa")
     attn0 = model.model.layers[0].self_attn
     press = Press(AnDProScorer(), budget=20, window=8)
-    with pytest.raises(RuntimeError, match="boom"):
+
+    def fail_inside():
         with press(model):
             assert model.config._attn_implementation == "andpro"
             assert len(attn0._forward_hooks) == 1 and len(attn0._forward_pre_hooks) == 1
             raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        fail_inside()
     assert model.config._attn_implementation == "sdpa"
     assert len(attn0._forward_hooks) == 0 and len(attn0._forward_pre_hooks) == 0
     assert "andpro" not in AttentionInterface._global_mapping
-    with press(model) as cache:
-        with torch.no_grad():
-            model(prompt(40), cache=cache)
+    with press(model) as cache, torch.no_grad():
+        model(prompt(40), cache=cache)
     with pytest.raises(RuntimeError, match="only be used inside its press"):
         model(prompt(1), cache=cache)
+
+
+def _run(press, model, ids=None, foreign=False):
+    with torch.no_grad(), press(model) as cache:
+        if ids is not None:
+            model(ids, cache=DynamicCache(config=model.config) if foreign else cache)
 
 
 def test_bad_input():
@@ -213,23 +268,21 @@ def test_bad_input():
     model = make_model()
     # budget larger than the context: raised at prefill, and the model is restored afterwards
     with pytest.raises(ValueError, match="larger than the context"):
-        with torch.no_grad(), Press(scorer, budget=64, window=8)(model) as cache:
-            model(prompt(40), cache=cache)
+        _run(Press(scorer, budget=64, window=8), model, prompt(40))
     assert model.config._attn_implementation == "eager"
     with pytest.raises(TypeError, match="foreign DynamicCache"):
-        with torch.no_grad(), Press(scorer, budget=20, window=8)(model):
-            model(prompt(40), cache=DynamicCache(config=model.config))
+        _run(Press(scorer, budget=20, window=8), model, prompt(40), foreign=True)
     gpt2 = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=64))
     with pytest.raises(ValueError, match="unsupported model type"):
-        with Press(scorer, budget=20, window=8)(gpt2):
-            pass
+        _run(Press(scorer, budget=20, window=8), gpt2)
     noncausal = make_model()
     noncausal.config.is_causal = False
     with pytest.raises(ValueError, match="not causal"):
-        with Press(scorer, budget=20, window=8)(noncausal):
-            pass
-    with pytest.raises(ValueError, match="already active"):
-        with Press(scorer, budget=20, window=8)(model), Press(scorer, budget=20, window=8)(model):
-            pass
+        _run(Press(scorer, budget=20, window=8), noncausal)
+    with (
+        pytest.raises(ValueError, match="already active"),
+        Press(scorer, budget=20, window=8)(model),
+    ):
+        _run(Press(scorer, budget=20, window=8), model)
     with pytest.raises(ValueError, match="max_new_tokens"):
         andpro.generate(model, prompt(40), Press(scorer, budget=20, window=8), -1)

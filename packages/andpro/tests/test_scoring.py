@@ -3,8 +3,6 @@
 import pytest
 import torch
 import torch.nn.functional as F
-from neurips25_core.testing import assert_close, randn
-
 from andpro import reference, scoring
 from andpro.scorers import (
     AnDProScorer,
@@ -16,6 +14,8 @@ from andpro.scorers import (
     StreamingLLMScorer,
 )
 from andpro.select import resolve_budget, select_keep
+
+from neurips25_core.testing import assert_close, randn
 
 
 def _qkv(b, hq, hkv, w, length, d, seed, dtype=torch.float64):
@@ -34,7 +34,9 @@ def _chunk_sum(token_scores, chunks):
 def test_window_attention_matches_reference(shape):
     b, hq, hkv, w, length, d = shape
     q, k, _ = _qkv(b, hq, hkv, w, length, d, seed=3)
-    assert_close(scoring.window_attention(q, k), reference.reference_window_attention(q, k), rtol=1e-12)
+    assert_close(
+        scoring.window_attention(q, k), reference.reference_window_attention(q, k), rtol=1e-12
+    )
     # float32 path stays close to the float64 reference.
     out32 = scoring.window_attention(q.float(), k.float())
     assert out32.dtype == torch.float32
@@ -52,14 +54,22 @@ def test_window_attention_is_causal_inside_the_window():
 @pytest.mark.parametrize("kernel", [1, 3, 7])
 @pytest.mark.parametrize("mode", ["max", "avg"])
 def test_pool_matches_torch_and_reference(kernel, mode):
-    x = torch.rand(2, 3, 4, 29, dtype=torch.float64, generator=torch.Generator().manual_seed(kernel))
+    x = torch.rand(
+        2, 3, 4, 29, dtype=torch.float64, generator=torch.Generator().manual_seed(kernel)
+    )
     out = scoring.pool(x, kernel, mode)
     if mode == "max":
-        expect = F.max_pool1d(x.reshape(-1, 1, 29), kernel, stride=1, padding=kernel // 2).reshape(x.shape)
+        expect = F.max_pool1d(x.reshape(-1, 1, 29), kernel, stride=1, padding=kernel // 2).reshape(
+            x.shape
+        )
     else:
-        expect = F.avg_pool1d(x.reshape(-1, 1, 29), kernel, stride=1, padding=kernel // 2).reshape(x.shape)
+        expect = F.avg_pool1d(x.reshape(-1, 1, 29), kernel, stride=1, padding=kernel // 2).reshape(
+            x.shape
+        )
     assert torch.equal(out, expect)
-    assert torch.allclose(out[0, 1, 2], reference.reference_pool(x[0, 1, 2], kernel, mode), rtol=0, atol=1e-15)
+    assert torch.allclose(
+        out[0, 1, 2], reference.reference_pool(x[0, 1, 2], kernel, mode), rtol=0, atol=1e-15
+    )
 
 
 def test_chunk1_one_query_no_pool_is_brute_force_projection():
@@ -71,13 +81,19 @@ def test_chunk1_one_query_no_pool_is_brute_force_projection():
     brute = torch.stack([a[0, 0, 0, j] * torch.dot(v[0, 0, j], anchor) for j in range(23)])
     assert_close(s, brute, rtol=1e-12)
     # and the reference's chunk-1 scores agree on the candidates
-    ref, chunks = reference.reference_andpro_chunk_scores(q, k, v, sink_tokens=4, window=1, chunk_size=1, kernel_size=1)
+    ref, chunks = reference.reference_andpro_chunk_scores(
+        q, k, v, sink_tokens=4, window=1, chunk_size=1, kernel_size=1
+    )
     assert_close(_chunk_sum(s, chunks), ref[0, 0], rtol=1e-12)
 
 
 @pytest.mark.parametrize(
-    "shape,sinks,window,chunk,kernel",
-    [((1, 2, 2, 8, 45, 8), 4, 8, 4, 7), ((2, 4, 2, 6, 51, 8), 4, 6, 4, 7), ((1, 6, 2, 5, 38, 4), 3, 5, 3, 5)],
+    ("shape", "sinks", "window", "chunk", "kernel"),
+    [
+        ((1, 2, 2, 8, 45, 8), 4, 8, 4, 7),
+        ((2, 4, 2, 6, 51, 8), 4, 6, 4, 7),
+        ((1, 6, 2, 5, 38, 4), 3, 5, 3, 5),
+    ],
 )
 def test_andpro_chunk_scores_match_reference(shape, sinks, window, chunk, kernel):
     b, hq, hkv, w, length, d = shape
@@ -117,7 +133,9 @@ def test_high_attention_token_against_the_output_is_evicted():
     a = torch.full((length,), 0.05, dtype=torch.float64)
     a[6] = 0.3
     a = (a / a.sum()).view(1, 1, 1, length)
-    v = torch.rand(1, 1, length, d, generator=g, dtype=torch.float64) + 0.5  # all point to (+,+,+,+)
+    v = (
+        torch.rand(1, 1, length, d, generator=g, dtype=torch.float64) + 0.5
+    )  # all point to (+,+,+,+)
     v[0, 0, 6] = -0.2 * torch.ones(d, dtype=torch.float64)  # opposes; a_6 v_6 is small vs the rest
     cand = scoring.candidate_mask(length, 1, 1)
     s_pro = scoring.andpro_scores(a, v, cand)[0, 0]
@@ -155,13 +173,17 @@ def test_select_exact_budget_and_protected_tokens(length, budget_off, mode):
     sinks, window, chunk, h = 4, 8, 4, 3
     budget = min(length, sinks + window + 5 + budget_off)
     scores = randn(2, h, length, seed=length + budget_off, dtype=torch.float64)
-    keep = select_keep(scores, budget, sink_tokens=sinks, window=window, chunk_size=chunk, head_budget=mode)
+    keep = select_keep(
+        scores, budget, sink_tokens=sinks, window=window, chunk_size=chunk, head_budget=mode
+    )
     assert keep[..., :sinks].all() and keep[..., length - window :].all()
     if mode == "adaptive":
         assert keep.sum((1, 2)).tolist() == [h * budget] * 2
     else:
         assert (keep.sum(-1) == budget).all()
-    ref = reference.reference_select(scores, budget, sink_tokens=sinks, window=window, chunk_size=chunk, head_budget=mode)
+    ref = reference.reference_select(
+        scores, budget, sink_tokens=sinks, window=window, chunk_size=chunk, head_budget=mode
+    )
     assert torch.equal(keep, ref)
 
 
@@ -171,7 +193,9 @@ def test_adaptive_gives_unequal_head_budgets_when_one_head_dominates():
     keep = select_keep(scores, 24, sink_tokens=4, window=4, chunk_size=4)
     counts = keep.sum(-1)[0]
     assert counts.sum() == 4 * 24
-    assert counts[2] == 64 and (counts[[0, 1, 3]] < 24).all()  # no floor: others may keep only sinks+window
+    assert (
+        counts[2] == 64 and (counts[[0, 1, 3]] < 24).all()
+    )  # no floor: others may keep only sinks+window
 
 
 def test_key_only_scorers():
@@ -202,7 +226,7 @@ def test_snapkv_matches_direct_formula():
 
 
 def test_scoring_errors():
-    q, k, v = _qkv(1, 4, 2, 4, 30, 8, seed=2)
+    q, k, _v = _qkv(1, 4, 2, 4, 30, 8, seed=2)
     with pytest.raises(ValueError, match="kernel_size"):
         scoring.pool(torch.zeros(3, 10), 4)
     with pytest.raises(ValueError, match="mode"):

@@ -4,14 +4,14 @@ It builds its own boolean mask from the cache layer's slot positions and validit
 
     allowed[b, h, i, s] = valid[b, h, s] and positions[b, h, s] <= query_position[i]
                           (and query_position[i] - positions[b, h, s] < sliding_window, if any)
-                          (and the 2-D padding mask at positions[b, h, s], if one was given)
 
 so per-head budgets are exact (evicted slots do not exist; padding slots are masked with -inf),
 new tokens attend causally to the kept tokens at their original positions, and a multi-token
 forward after compression (a question appended to a compressed context) works. The math is
 eager (fp32 softmax, as transformers' eager path) or ``F.scaled_dot_product_attention``, matching the
 model's original implementation. Because ``"andpro"`` is not a registered *mask* implementation,
-transformers passes the raw 2-D ``attention_mask`` (or ``None``) through unchanged.
+transformers' ``create_causal_mask`` returns ``None`` for it; padded batches are refused by the
+press's model-level pre-hook.
 """
 
 from __future__ import annotations
@@ -58,14 +58,18 @@ def masked_attention(
     if impl == "eager":
         logits = torch.matmul(query, key.transpose(2, 3)) * scaling
         logits = logits.masked_fill(~allowed, torch.finfo(logits.dtype).min)
-        weights = torch.softmax(logits, dim=-1, dtype=torch.promote_types(logits.dtype, torch.float32)).to(query.dtype)
+        weights = torch.softmax(
+            logits, dim=-1, dtype=torch.promote_types(logits.dtype, torch.float32)
+        ).to(query.dtype)
         out = torch.matmul(weights, value)
         return out.transpose(1, 2).contiguous(), weights
     out = F.scaled_dot_product_attention(query, key, value, attn_mask=allowed, scale=scaling)
     return out.transpose(1, 2).contiguous(), None
 
 
-def _allowed_mask(layer, query_len: int, batch: int, heads: int, kv_len: int, device, attention_mask, sliding_window):
+def _allowed_mask(
+    layer, query_len: int, batch: int, heads: int, kv_len: int, device, sliding_window
+):
     if layer is not None and layer.valid is not None and layer.valid.shape[-1] == kv_len:
         positions, valid = layer.positions, layer.valid
         total = layer.logical_length
@@ -78,17 +82,9 @@ def _allowed_mask(layer, query_len: int, batch: int, heads: int, kv_len: int, de
     if valid is not None:
         allowed = allowed & valid[:, :, None, :]
     if sliding_window is not None:
-        allowed = allowed & ((qpos[None, None, :, None] - positions[:, :, None, :]) < sliding_window)
-    if attention_mask is not None:
-        if attention_mask.dim() != 2 or attention_mask.shape[-1] < total:
-            raise ValueError(
-                f"attention_mask: the press expects a 2-D padding mask [B, {total}], got {tuple(attention_mask.shape)}"
-            )
-        pad_ok = attention_mask.to(torch.bool)
-        slot_ok = pad_ok[:, None, :].expand(-1, positions.shape[1], -1).gather(-1, positions)
-        allowed = allowed & slot_ok[:, :, None, :]
-        # A padded query row would be fully masked; let it see itself to avoid NaNs (output unused).
-        allowed = allowed | (positions[:, :, None, :] == qpos[None, None, :, None])
+        allowed = allowed & (
+            (qpos[None, None, :, None] - positions[:, :, None, :]) < sliding_window
+        )
     return allowed
 
 
@@ -120,8 +116,20 @@ def press_attention_forward(
         w = min(state["press"].window, query.shape[2])
         state["window_queries"] = query[:, :, -w:].detach().clone()
         state["scaling"] = scaling
+    if attention_mask is not None:
+        # "andpro" is not a mask implementation, so transformers passes None unless the caller
+        # handed a ready 4-D mask, which would not know about evicted slots.
+        raise ValueError(
+            f"attention_mask: the press builds its own per-head mask; got a {attention_mask.dim()}-D mask "
+            "(padding masks are checked and refused at the model's forward)"
+        )
     allowed = _allowed_mask(
-        layer, query.shape[2], key.shape[0], key.shape[1], key.shape[2], key.device, attention_mask,
+        layer,
+        query.shape[2],
+        key.shape[0],
+        key.shape[1],
+        key.shape[2],
+        key.device,
         kwargs.get("sliding_window"),
     )
     return masked_attention(query, key, value, allowed, scaling, state["impl"])

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from neurips25_core.bench import Context, Suite, plot_lines, time_fn
 
 from andpro.metrics import attention_output_error
 from andpro.press import Press
@@ -28,6 +27,7 @@ from andpro.scorers import (
     SnapKVScorer,
     StreamingLLMScorer,
 )
+from neurips25_core.bench import Context, Suite, plot_lines, time_fn
 
 SUITE = Suite(
     name="andpro",
@@ -48,7 +48,11 @@ def make_press(row: str, budget, seed: int = 0) -> Press:
         "andpro_uniform": (AnDProScorer(), official, "uniform"),
         "attention_uniform": (AttentionScorer(), official, "uniform"),
         "snapkv_w32_max7": (SnapKVScorer(pooling="max"), token, "uniform"),
-        "snapkv_kvpress": (SnapKVScorer(), dict(window=64, pool_kernel=5, chunk_size=1, sink_tokens=4), "uniform"),
+        "snapkv_kvpress": (
+            SnapKVScorer(),
+            dict(window=64, pool_kernel=5, chunk_size=1, sink_tokens=4),
+            "uniform",
+        ),
         "knorm": (KNormScorer(), token, "uniform"),
         "streaming_llm": (StreamingLLMScorer(), token, "uniform"),
         "random": (RandomScorer(seed), token, "uniform"),
@@ -59,12 +63,21 @@ def make_press(row: str, budget, seed: int = 0) -> Press:
 
 METRICS_A = ("decode", "decode_none", "decode_oproj", "window", "window_none", "bpb")
 ROWS_A = [
-    "andpro", "attention", "andpro_uniform", "attention_uniform", "snapkv_w32_max7", "snapkv_kvpress", "knorm",
-    "streaming_llm", "random",
+    "andpro",
+    "attention",
+    "andpro_uniform",
+    "attention_uniform",
+    "snapkv_w32_max7",
+    "snapkv_kvpress",
+    "knorm",
+    "streaming_llm",
+    "random",
 ]
 
 
-def long_context_llama(seq_len: int = 576, steps: int = 200, batch_size: int = 4, lr: float = 1e-3, progress=True):
+def long_context_llama(
+    seq_len: int = 576, steps: int = 200, batch_size: int = 4, lr: float = 1e-3, progress=True
+):
     """The core's cached tiny Llama (trained at 128 bytes), fine-tuned at ``seq_len`` bytes.
 
     The core model degrades past its 128-byte training context (bits/byte 2.2 at positions < 128,
@@ -88,10 +101,23 @@ def long_context_llama(seq_len: int = 576, steps: int = 200, batch_size: int = 4
             model.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
             meta = json.loads(meta_path.read_text())
         else:
-            res = train(model, corpus, steps, lr=lr, batch_size=batch_size, seq_len=seq_len, warmup=steps // 10,
-                        progress=progress, desc="andpro: fine-tune tiny llama at long context")
-            meta = {"key": key, "seconds": res.seconds, "final_loss": sum(res.losses[-20:]) / 20,
-                    "val_bpb": evaluate_bpb(model, corpus, seq_len=seq_len, num_batches=8)}
+            res = train(
+                model,
+                corpus,
+                steps,
+                lr=lr,
+                batch_size=batch_size,
+                seq_len=seq_len,
+                warmup=steps // 10,
+                progress=progress,
+                desc="andpro: fine-tune tiny llama at long context",
+            )
+            meta = {
+                "key": key,
+                "seconds": res.seconds,
+                "final_loss": sum(res.losses[-20:]) / 20,
+                "val_bpb": evaluate_bpb(model, corpus, seq_len=seq_len, num_batches=8),
+            }
             torch.save(model.state_dict(), weights)
             meta_path.write_text(json.dumps(meta, indent=2))
     model.eval()
@@ -147,36 +173,57 @@ def continuation_bpb(model, ids: torch.Tensor, context: int, press: Press | None
         with press(model) as cache:
             model(prompt, cache=cache)
             logits = model(rest, cache=cache).logits
-    loss = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), rest[:, 1:].reshape(-1))
+    loss = torch.nn.functional.cross_entropy(
+        logits[:, :-1].reshape(-1, logits.shape[-1]), rest[:, 1:].reshape(-1)
+    )
     return float(loss) / math.log(2)
 
 
 def _summary_table(ctx, budgets, context, stats, full_bpb, n_seeds) -> None:
     """quality_a_table.md: mean [95% CI] per row and budget, for the main metrics."""
-    lines = [f"Quality A: L={context}, {n_seeds} held-out windows, mean [95% bootstrap CI]. "
-             f"Full-cache continuation bits/byte: {full_bpb[0]:.4f} [{full_bpb[1]:.4f}, {full_bpb[2]:.4f}].\n"]
-    for metric, title in (("decode", "decode-query error (softmax renormalised)"),
-                          ("decode_none", "decode-query error (unnormalised, AnDPro's objective)"),
-                          ("window", "window-query error (softmax)"), ("window_none", "window-query error (unnormalised)"),
-                          ("bpb", "continuation bits/byte with the press")):
+    lines = [
+        f"Quality A: L={context}, {n_seeds} held-out windows, mean [95% bootstrap CI]. "
+        f"Full-cache continuation bits/byte: {full_bpb[0]:.4f} [{full_bpb[1]:.4f}, {full_bpb[2]:.4f}].\n"
+    ]
+    for metric, title in (
+        ("decode", "decode-query error (softmax renormalised)"),
+        ("decode_none", "decode-query error (unnormalised, AnDPro's objective)"),
+        ("window", "window-query error (softmax)"),
+        ("window_none", "window-query error (unnormalised)"),
+        ("bpb", "continuation bits/byte with the press"),
+    ):
         lines.append(f"\n### {title}\n")
-        lines.append("| row | " + " | ".join(f"{int(100 * b)}% ({int(b * context)})" for b in budgets) + " |")
+        lines.append(
+            "| row | " + " | ".join(f"{int(100 * b)}% ({int(b * context)})" for b in budgets) + " |"
+        )
         lines.append("|---|" + "---:|" * len(budgets))
         for row in ROWS_A:
             cells = []
             for b in budgets:
                 st = stats.get((row, b))
-                cells.append("n/a" if st is None else f"{st[metric][0]:.4f} [{st[metric][1]:.4f}, {st[metric][2]:.4f}]")
+                cells.append(
+                    "n/a"
+                    if st is None
+                    else f"{st[metric][0]:.4f} [{st[metric][1]:.4f}, {st[metric][2]:.4f}]"
+                )
             lines.append(f"| {row} | " + " | ".join(cells) + " |")
     ctx.path("quality_a_table.md").write_text("\n".join(lines) + "\n")
 
 
 def _plot(ctx, budgets, stats, rows, key, fname, ylabel, title):
     series = {r: [stats[(r, b)][key][0] for b in budgets] for r in rows}
-    errors = {r: [(stats[(r, b)][key][2] - stats[(r, b)][key][1]) / 2 for b in budgets] for r in rows}
+    errors = {
+        r: [(stats[(r, b)][key][2] - stats[(r, b)][key][1]) / 2 for b in budgets] for r in rows
+    }
     plot_lines(
-        [100 * b for b in budgets], series, ctx.path(fname), xlabel="budget (% of context)", ylabel=ylabel,
-        title=title, logy=key != "bpb", errors=errors,
+        [100 * b for b in budgets],
+        series,
+        ctx.path(fname),
+        xlabel="budget (% of context)",
+        ylabel=ylabel,
+        title=title,
+        logy=key != "bpb",
+        errors=errors,
     )
 
 
@@ -213,17 +260,28 @@ def attention_error(ctx: Context) -> None:
                 errs = {m: [] for m in METRICS_A if m != "bpb"}
                 for li, (q, k, v) in enumerate(layers):
                     w = press.window
-                    keep = press.keep_mask(q[:, :, context - w : context], k[:, :, :context], v[:, :, :context], layer_idx=li)
+                    keep = press.keep_mask(
+                        q[:, :, context - w : context],
+                        k[:, :, :context],
+                        v[:, :, :context],
+                        layer_idx=li,
+                    )
                     qd = q[:, :, context:]
                     errs["decode"].append(attention_output_error(qd, k, v, keep).mean())
-                    errs["decode_none"].append(attention_output_error(qd, k, v, keep, normalize="none").mean())
+                    errs["decode_none"].append(
+                        attention_output_error(qd, k, v, keep, normalize="none").mean()
+                    )
                     o_proj = model.model.layers[li].self_attn.o_proj
-                    errs["decode_oproj"].append(attention_output_error(qd, k, v, keep, o_proj=o_proj).mean())
+                    errs["decode_oproj"].append(
+                        attention_output_error(qd, k, v, keep, o_proj=o_proj).mean()
+                    )
                     # window queries (the last 32 prompt queries, AnDPro's own objective)
                     qw = q[:, :, context - 32 : context]
                     kc, vc = k[:, :, :context], v[:, :, :context]
                     errs["window"].append(attention_output_error(qw, kc, vc, keep).mean())
-                    errs["window_none"].append(attention_output_error(qw, kc, vc, keep, normalize="none").mean())
+                    errs["window_none"].append(
+                        attention_output_error(qw, kc, vc, keep, normalize="none").mean()
+                    )
                 for key, vals in errs.items():
                     acc[key].append(float(torch.stack(vals).mean()))
                 acc["bpb"].append(continuation_bpb(model, ids, context, press))
@@ -242,8 +300,13 @@ def attention_error(ctx: Context) -> None:
                 unit = "bits/byte" if metric == "bpb" else "rel err"
                 m, lo, hi = st[metric]
                 ctx.record(
-                    f"{metric}/{row}", m, unit, baseline="attention-only ablation", baseline_value=base[metric][0],
-                    budget=f"{int(100 * frac)}%={tokens}", ci95=f"[{lo:.4g},{hi:.4g}]",
+                    f"{metric}/{row}",
+                    m,
+                    unit,
+                    baseline="attention-only ablation",
+                    baseline_value=base[metric][0],
+                    budget=f"{int(100 * frac)}%={tokens}",
+                    ci95=f"[{lo:.4g},{hi:.4g}]",
                 )
         # paired comparisons per held-out window: AnDPro minus its ablation / SnapKV (negative = AnDPro better)
         for other in ("attention", "snapkv_w32_max7"):
@@ -252,19 +315,48 @@ def attention_error(ctx: Context) -> None:
                 b = np.array(per_seed[(other, frac)][metric])
                 diff = bootstrap_ci(a - b)
                 ctx.record(
-                    f"paired_diff/{metric}/andpro-{other}", diff[0], "bits/byte" if metric == "bpb" else "rel err",
-                    budget=f"{int(100 * frac)}%={tokens}", ci95=f"[{diff[1]:.4g},{diff[2]:.4g}]",
+                    f"paired_diff/{metric}/andpro-{other}",
+                    diff[0],
+                    "bits/byte" if metric == "bpb" else "rel err",
+                    budget=f"{int(100 * frac)}%={tokens}",
+                    ci95=f"[{diff[1]:.4g},{diff[2]:.4g}]",
                     andpro_better=f"{int((a < b).sum())}/{len(a)}",
                 )
     _summary_table(ctx, budgets, context, stats, full_bpb, len(seeds))
     rows_plot = ["andpro", "attention", "snapkv_w32_max7", "knorm", "streaming_llm", "random"]
-    _plot(ctx, budgets, stats, rows_plot, "decode", "quality_a_decode_error.png", "relative attention-output error",
-          f"decode queries (next {n_dec}), L={context}, {len(seeds)} windows, 95% CI")
-    _plot(ctx, budgets, stats, rows_plot, "window", "quality_a_window_error.png", "relative attention-output error",
-          f"window queries (last 32), L={context}")
-    _plot(ctx, budgets, stats, rows_plot, "bpb", "quality_a_bpb.png",
-          "continuation bits/byte", f"bits/byte of the next {n_dec - 1} bytes (full cache {full_bpb[0]:.3f})")
-    ctx.record("bpb/full_cache", full_bpb[0], "bits/byte", ci95=f"[{full_bpb[1]:.4g},{full_bpb[2]:.4g}]")
+    _plot(
+        ctx,
+        budgets,
+        stats,
+        rows_plot,
+        "decode",
+        "quality_a_decode_error.png",
+        "relative attention-output error",
+        f"decode queries (next {n_dec}), L={context}, {len(seeds)} windows, 95% CI",
+    )
+    _plot(
+        ctx,
+        budgets,
+        stats,
+        rows_plot,
+        "window",
+        "quality_a_window_error.png",
+        "relative attention-output error",
+        f"window queries (last 32), L={context}",
+    )
+    _plot(
+        ctx,
+        budgets,
+        stats,
+        rows_plot,
+        "bpb",
+        "quality_a_bpb.png",
+        "continuation bits/byte",
+        f"bits/byte of the next {n_dec - 1} bytes (full cache {full_bpb[0]:.3f})",
+    )
+    ctx.record(
+        "bpb/full_cache", full_bpb[0], "bits/byte", ci95=f"[{full_bpb[1]:.4g},{full_bpb[2]:.4g}]"
+    )
 
 
 @SUITE.case("retrieval", kind="quality")
@@ -273,7 +365,7 @@ def retrieval(ctx: Context) -> None:
     from andpro.retrieval import RetrievalTask, load_or_train, retrieval_accuracy
 
     task = RetrievalTask()
-    model, info = load_or_train(RESULTS / "retrieval_model.pt", task, steps=1000, progress=True)
+    model, info = load_or_train(RESULTS / "retrieval_model.pt", task, steps=3000, progress=True)
     n = 256 if ctx.quick else 1024
     g = torch.Generator().manual_seed(4242)
     contexts, queries, answers = task.eval_batch(n, g)
@@ -287,25 +379,50 @@ def retrieval(ctx: Context) -> None:
         for row in rows:
             accs = []
             for budget in budgets:
-                acc = float(np.mean([
-                    retrieval_accuracy(model, contexts[i : i + 64], queries[i : i + 64], answers[i : i + 64],
-                                       make_press(row, budget), aware) for i in range(0, n, 64)
-                ]))
+                acc = float(
+                    np.mean(
+                        [
+                            retrieval_accuracy(
+                                model,
+                                contexts[i : i + 64],
+                                queries[i : i + 64],
+                                answers[i : i + 64],
+                                make_press(row, budget),
+                                aware,
+                            )
+                            for i in range(0, n, 64)
+                        ]
+                    )
+                )
                 accs.append(acc)
                 base = None
                 if row != "attention":
                     base = series.get((tag, "attention"), [None] * len(budgets))[len(accs) - 1]
                 ctx.record(
-                    f"accuracy/{tag}/{row}", acc, "acc", baseline="attention-only ablation" if base is not None else None,
-                    baseline_value=base, lower_is_better=False, budget=budget, n=n,
+                    f"accuracy/{tag}/{row}",
+                    acc,
+                    "acc",
+                    baseline="attention-only ablation" if base is not None else None,
+                    baseline_value=base,
+                    lower_is_better=False,
+                    budget=budget,
+                    n=n,
                 )
             series[(tag, row)] = accs
         plot_lines(
-            list(budgets), {r: series[(tag, r)] for r in rows} | {"full cache": [full] * len(budgets)},
-            ctx.path(f"quality_b_{tag}.png"), xlabel="budget (tokens per KV head)", ylabel="answer accuracy",
+            list(budgets),
+            {r: series[(tag, r)] for r in rows} | {"full cache": [full] * len(budgets)},
+            ctx.path(f"quality_b_{tag}.png"),
+            xlabel="budget (tokens per KV head)",
+            ylabel="answer accuracy",
             title=f"KV retrieval, question-{tag}, L={task.context}, n={n}",
         )
-    ctx.record("train_steps", info.get("steps", 0), "steps", final_loss=round(info.get("final_loss", float("nan")), 4))
+    ctx.record(
+        "train_steps",
+        info.get("steps", 0),
+        "steps",
+        final_loss=round(info.get("final_loss", float("nan")), 4),
+    )
 
 
 @SUITE.case("overhead", kind="speed")
@@ -321,27 +438,51 @@ def overhead(ctx: Context) -> None:
         qw = q[:, :, -32:]
         andpro = make_press("andpro", 0.2)
         snap = make_press("snapkv_w32_max7", 0.2)
-        t_andpro = time_fn(lambda: andpro.keep_mask(qw, k, v), min_time=0.3)
-        t_snap = time_fn(lambda: snap.keep_mask(qw, k, v), min_time=0.3)
+        t_andpro = time_fn(lambda p=andpro, a=(qw, k, v): p.keep_mask(*a), min_time=0.3)
+        t_snap = time_fn(lambda p=snap, a=(qw, k, v): p.keep_mask(*a), min_time=0.3)
         kr, vr = k.repeat_interleave(hq // hkv, 1), v.repeat_interleave(hq // hkv, 1)
         t_prefill = time_fn(
-            lambda: torch.nn.functional.scaled_dot_product_attention(q, kr, vr, is_causal=True), min_time=0.3
+            lambda a=(q, kr, vr): torch.nn.functional.scaled_dot_product_attention(
+                *a, is_causal=True
+            ),
+            min_time=0.3,
         )
-        ctx.record("score_select/andpro", t_andpro.median, "s", baseline="snapkv score+select",
-                   baseline_value=t_snap.median, L=length, H_q=hq, H_kv=hkv, d=d)
-        ctx.record("score_select/andpro_vs_prefill", t_andpro.median, "s", baseline="causal SDPA prefill attention",
-                   baseline_value=t_prefill.median, L=length, H_q=hq, H_kv=hkv, d=d)
+        ctx.record(
+            "score_select/andpro",
+            t_andpro.median,
+            "s",
+            baseline="snapkv score+select",
+            baseline_value=t_snap.median,
+            L=length,
+            H_q=hq,
+            H_kv=hkv,
+            d=d,
+        )
+        ctx.record(
+            "score_select/andpro_vs_prefill",
+            t_andpro.median,
+            "s",
+            baseline="causal SDPA prefill attention",
+            baseline_value=t_prefill.median,
+            L=length,
+            H_q=hq,
+            H_kv=hkv,
+            d=d,
+        )
 
 
 @SUITE.case("prefill_decode", kind="speed")
 def prefill_decode(ctx: Context) -> None:
     """Speed: model prefill with vs without the press, a decode step and cache bytes after compression."""
-    from neurips25_core.models import tiny_llama, tiny_llama_config
     from transformers import DynamicCache
+
+    from neurips25_core.models import tiny_llama, tiny_llama_config
 
     torch.manual_seed(0)
     length = 1024 if ctx.quick else 4096
-    config = tiny_llama_config(num_kv_heads=2, max_position_embeddings=length + 64, attn_implementation="sdpa")
+    config = tiny_llama_config(
+        num_kv_heads=2, max_position_embeddings=length + 64, attn_implementation="sdpa"
+    )
     model = tiny_llama(config).eval()
     ids = torch.randint(0, 256, (1, length))
     nxt = torch.randint(0, 256, (1, 1))
@@ -360,12 +501,21 @@ def prefill_decode(ctx: Context) -> None:
 
     t_plain = time_fn(plain, warmup=1, min_time=0.5)
     t_press = time_fn(pressed, warmup=1, min_time=0.5)
-    ctx.record("prefill/with_press", t_press.median, "s", baseline="prefill without press", baseline_value=t_plain.median,
-               L=length, budget="20%")
+    ctx.record(
+        "prefill/with_press",
+        t_press.median,
+        "s",
+        baseline="prefill without press",
+        baseline_value=t_plain.median,
+        L=length,
+        budget="20%",
+    )
     full_cache = plain()
     pos = torch.tensor([[length]])
     with torch.no_grad():
-        t_dec_full = time_fn(lambda: model(nxt, cache=_fresh_copy(full_cache), position_ids=pos), min_time=0.3)
+        t_dec_full = time_fn(
+            lambda: model(nxt, cache=_fresh_copy(full_cache), position_ids=pos), min_time=0.3
+        )
         with press(model) as cache:
             model(ids, cache=cache)
             mem = cache.memory()
@@ -379,11 +529,28 @@ def prefill_decode(ctx: Context) -> None:
                     layer.logical_length -= 1
 
             t_dec_press = time_fn(step, min_time=0.3)
-    full_bytes = sum(layer.keys.numel() * layer.keys.element_size() * 2 for layer in full_cache.layers)
-    ctx.record("decode_step/with_press", t_dec_press.median, "s", baseline="decode step, full cache",
-               baseline_value=t_dec_full.median, L=length, budget="20%")
-    ctx.record("cache_bytes/with_press", mem["bytes"], "B", baseline="full cache", baseline_value=full_bytes,
-               L=length, budget="20%", padded_over_kept=round(mem["physical_slots"] / mem["kept_slots"], 3))
+    full_bytes = sum(
+        layer.keys.numel() * layer.keys.element_size() * 2 for layer in full_cache.layers
+    )
+    ctx.record(
+        "decode_step/with_press",
+        t_dec_press.median,
+        "s",
+        baseline="decode step, full cache",
+        baseline_value=t_dec_full.median,
+        L=length,
+        budget="20%",
+    )
+    ctx.record(
+        "cache_bytes/with_press",
+        mem["bytes"],
+        "B",
+        baseline="full cache",
+        baseline_value=full_bytes,
+        L=length,
+        budget="20%",
+        padded_over_kept=round(mem["physical_slots"] / mem["kept_slots"], 3),
+    )
 
 
 def _fresh_copy(cache):

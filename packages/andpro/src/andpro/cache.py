@@ -92,12 +92,17 @@ class PressLayer(DynamicLayer):
         """
         b, h, p, d = self.keys.shape
         if keep.shape[0] != b or keep.shape[-1] != p or keep.shape[1] % h:
-            raise ValueError(f"keep: expected [B={b}, H, P={p}] with H a multiple of {h}, got {tuple(keep.shape)}")
+            raise ValueError(
+                f"keep: expected [B={b}, H, P={p}] with H a multiple of {h}, got {tuple(keep.shape)}"
+            )
         repeat = keep.shape[1] // h
         keys, values, positions, valid = self.keys, self.values, self.positions, self.valid
         if repeat > 1:
             keys, values = keys.repeat_interleave(repeat, 1), values.repeat_interleave(repeat, 1)
-            positions, valid = positions.repeat_interleave(repeat, 1), valid.repeat_interleave(repeat, 1)
+            positions, valid = (
+                positions.repeat_interleave(repeat, 1),
+                valid.repeat_interleave(repeat, 1),
+            )
             self.query_head_repeat *= repeat
         keep = keep & valid
         counts = keep.sum(-1)
@@ -167,6 +172,8 @@ class PressCache(DynamicCache):
         phys = sum(layer.valid.numel() for layer in self.layers if layer.valid is not None)
         logical = sum(int(layer.valid.sum()) for layer in self.layers if layer.valid is not None)
         nbytes = sum(
-            layer.keys.numel() * layer.keys.element_size() * 2 for layer in self.layers if layer.valid is not None
+            layer.keys.numel() * layer.keys.element_size() * 2
+            for layer in self.layers
+            if layer.valid is not None
         )
         return {"physical_slots": phys, "kept_slots": logical, "bytes": nbytes}

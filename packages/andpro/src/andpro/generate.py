@@ -32,13 +32,25 @@ def generate(
         ``[B, L + n]`` token ids, ``n <= max_new_tokens``.
 
     Example:
-        >>> ids = generate(model, prompt, Press(AnDProScorer(), budget=64), max_new_tokens=16)  # doctest: +SKIP
+        >>> ids = generate(
+        ...     model, prompt, Press(AnDProScorer(), budget=64), max_new_tokens=16
+        ... )  # doctest: +SKIP
     """
-    if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2 or input_ids.dtype != torch.long:
-        raise ValueError(f"input_ids: expected a [B, L] int64 tensor, got {getattr(input_ids, 'shape', type(input_ids))}")
+    if (
+        not isinstance(input_ids, torch.Tensor)
+        or input_ids.dim() != 2
+        or input_ids.dtype != torch.long
+    ):
+        raise ValueError(
+            f"input_ids: expected a [B, L] int64 tensor, got {getattr(input_ids, 'shape', type(input_ids))}"
+        )
     if not isinstance(press, Press):
         raise TypeError(f"press: expected an andpro.Press, got {type(press).__name__}")
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
+    if (
+        isinstance(max_new_tokens, bool)
+        or not isinstance(max_new_tokens, int)
+        or max_new_tokens < 0
+    ):
         raise ValueError(f"max_new_tokens: expected an int >= 0, got {max_new_tokens!r}")
     length = input_ids.shape[1]
     out = input_ids
@@ -56,6 +68,10 @@ def generate(
             out = torch.cat([out, nxt[:, None]], dim=1)
             if t == max_new_tokens - 1 or (eos_token_id is not None and bool(finished.all())):
                 break
-            pos = torch.full((input_ids.shape[0], 1), length + t, dtype=torch.long, device=input_ids.device)
-            logits = model(nxt[:, None], cache=cache, use_cache=True, position_ids=pos).logits[:, -1]
+            pos = torch.full(
+                (input_ids.shape[0], 1), length + t, dtype=torch.long, device=input_ids.device
+            )
+            logits = model(nxt[:, None], cache=cache, use_cache=True, position_ids=pos).logits[
+                :, -1
+            ]
     return out

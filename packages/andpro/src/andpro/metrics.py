@@ -52,8 +52,15 @@ def attention_output_error(
     hkv, total = key.shape[1], key.shape[2]
     if hq % hkv:
         raise ValueError(f"key: H_kv={hkv} must divide H_q={hq}")
-    if keep.dtype != torch.bool or keep.dim() != 3 or keep.shape[0] != b or keep.shape[1] not in (hkv, hq):
-        raise ValueError(f"keep: expected a bool [B={b}, H_kv={hkv} or H_q={hq}, L] tensor, got {tuple(keep.shape)} {keep.dtype}")
+    if (
+        keep.dtype != torch.bool
+        or keep.dim() != 3
+        or keep.shape[0] != b
+        or keep.shape[1] not in (hkv, hq)
+    ):
+        raise ValueError(
+            f"keep: expected a bool [B={b}, H_kv={hkv} or H_q={hq}, L] tensor, got {tuple(keep.shape)} {keep.dtype}"
+        )
     prefix = keep.shape[-1]
     if prefix > total:
         raise ValueError(f"keep: covers L={prefix} keys but only T={total} are given")
@@ -69,7 +76,10 @@ def attention_output_error(
     kept = torch.cat([kept, kept.new_ones(b, hq, total - prefix)], dim=-1)  # [B, H_q, T]
 
     logits = torch.matmul(q, k.transpose(-1, -2)) * scaling
-    causal = torch.arange(total, device=query.device)[None, :] <= query_positions.to(query.device)[:, None]
+    causal = (
+        torch.arange(total, device=query.device)[None, :]
+        <= query_positions.to(query.device)[:, None]
+    )
     logits = logits.masked_fill(~causal, float("-inf"))
     full = torch.softmax(logits, dim=-1)
     if normalize == "softmax":

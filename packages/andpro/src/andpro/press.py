@@ -4,7 +4,7 @@ Usage::
 
     press = andpro.Press(andpro.AnDProScorer(), budget=128)
     with press(model) as cache:
-        out = model(input_ids, cache=cache)                    # prefill, then compression
+        out = model(input_ids, cache=cache)  # prefill, then compression
         nxt = model(out.logits[:, -1:].argmax(-1), cache=cache)  # decodes on the kept tokens
 
 Inside the context, each ``layer.self_attn`` carries a forward pre-hook and a forward hook
@@ -46,6 +46,16 @@ def _check_int(name: str, value, low: int) -> int:
     return value
 
 
+def _check_no_padding(model, args, kwargs):
+    mask = kwargs.get("attention_mask")
+    if isinstance(mask, torch.Tensor) and mask.dim() == 2 and not bool(mask.all()):
+        raise ValueError(
+            "attention_mask: padded batches are not supported by the press (scores and budgets would count pad "
+            "tokens); compress one unpadded prompt per row"
+        )
+    return None
+
+
 class Press:
     """KV-cache eviction at prefill with a pluggable scorer.
 
@@ -78,7 +88,9 @@ class Press:
         head_budget: str = "adaptive",
     ) -> None:
         if not isinstance(scorer, Scorer):
-            raise TypeError(f"scorer: expected an andpro.scorers.Scorer, got {type(scorer).__name__}")
+            raise TypeError(
+                f"scorer: expected an andpro.scorers.Scorer, got {type(scorer).__name__}"
+            )
         self.window = _check_int("window", window, 1)
         self.chunk_size = _check_int("chunk_size", chunk_size, 1)
         self.sink_tokens = _check_int("sink_tokens", sink_tokens, 0)
@@ -90,11 +102,17 @@ class Press:
             raise ValueError(f"head_budget: expected one of {HEAD_BUDGETS}, got {head_budget!r}")
         self.head_budget = head_budget
         if isinstance(budget, bool) or not isinstance(budget, (int, float)):
-            raise TypeError(f"budget: expected an int or a float in (0, 1], got {type(budget).__name__}")
+            raise TypeError(
+                f"budget: expected an int or a float in (0, 1], got {type(budget).__name__}"
+            )
         if isinstance(budget, float) and not 0.0 < budget <= 1.0:
-            raise ValueError(f"budget: a float budget is a fraction of the context in (0, 1], got {budget}")
+            raise ValueError(
+                f"budget: a float budget is a fraction of the context in (0, 1], got {budget}"
+            )
         if isinstance(budget, int) and budget < sink_tokens + window:
-            raise ValueError(f"budget: {budget} is below sink_tokens + window = {sink_tokens + window}")
+            raise ValueError(
+                f"budget: {budget} is below sink_tokens + window = {sink_tokens + window}"
+            )
         self.budget = budget
         self.scorer = scorer
         self.stats: list[dict] = []
@@ -111,9 +129,16 @@ class Press:
     def _attention_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
         config = getattr(model, "config", None)
         if config is None:
-            raise TypeError(f"model: expected a transformers PreTrainedModel, got {type(model).__name__}")
-        if getattr(config, "is_encoder_decoder", False) or getattr(config, "is_causal", True) is False:
-            raise ValueError(f"model: the press needs a causal decoder-only LM; {type(model).__name__} is not causal")
+            raise TypeError(
+                f"model: expected a transformers PreTrainedModel, got {type(model).__name__}"
+            )
+        if (
+            getattr(config, "is_encoder_decoder", False)
+            or getattr(config, "is_causal", True) is False
+        ):
+            raise ValueError(
+                f"model: the press needs a causal decoder-only LM; {type(model).__name__} is not causal"
+            )
         model_type = getattr(config, "model_type", None)
         if model_type not in SUPPORTED_MODEL_TYPES:
             raise ValueError(
@@ -125,7 +150,9 @@ class Press:
                 f"model: attention implementation {impl!r} is not supported; use one of "
                 f"{attn_mod.SUPPORTED_IMPLEMENTATIONS} (attn_implementation=... when building the model)"
             )
-        decoder = model.get_decoder() if hasattr(model, "get_decoder") else getattr(model, "model", model)
+        decoder = (
+            model.get_decoder() if hasattr(model, "get_decoder") else getattr(model, "model", model)
+        )
         layers = getattr(decoder, "layers", None)
         if layers is None:
             raise ValueError(f"model: no decoder layers found on {type(model).__name__}")
@@ -152,8 +179,13 @@ class Press:
         _REGISTRATIONS[0] += 1
         _ACTIVE_MODELS.add(id(model))
         try:
+            handles.append(model.register_forward_pre_hook(_check_no_padding, with_kwargs=True))
             for module in modules:
-                handles.append(module.register_forward_pre_hook(self._make_pre_hook(original_impl), with_kwargs=True))
+                handles.append(
+                    module.register_forward_pre_hook(
+                        self._make_pre_hook(original_impl), with_kwargs=True
+                    )
+                )
                 handles.append(module.register_forward_hook(self._post_hook, with_kwargs=True))
             config._attn_implementation = attn_mod.ATTENTION_NAME
             cache.active = True
@@ -181,7 +213,9 @@ class Press:
                     f"got a foreign {type(cache).__name__}"
                 )
             if cache is not None and not cache.active:
-                raise ValueError("cache: this PressCache belongs to a press context that has exited")
+                raise ValueError(
+                    "cache: this PressCache belongs to a press context that has exited"
+                )
             attn_mod._STATE[module] = {"cache": cache, "impl": impl, "press": self}
             return None
 
@@ -198,7 +232,9 @@ class Press:
         layer.prefill_pending = False
         queries, scaling = state.pop("window_queries", None), state.pop("scaling", None)
         if queries is None:
-            raise RuntimeError(f"layer {module.layer_idx}: the prefill queries were not captured by the attention")
+            raise RuntimeError(
+                f"layer {module.layer_idx}: the prefill queries were not captured by the attention"
+            )
         self._compress(module.layer_idx, layer, queries, scaling)
         return None
 
@@ -230,8 +266,14 @@ class Press:
         if budget == length:
             return torch.ones(keys.shape[0], heads, length, dtype=torch.bool, device=keys.device)
         ctx = ScoringContext(
-            queries=queries, keys=keys, values=values, sink_tokens=self.sink_tokens, window=self.window,
-            pool_kernel=self.pool_kernel, scaling=scaling, layer_idx=layer_idx,
+            queries=queries,
+            keys=keys,
+            values=values,
+            sink_tokens=self.sink_tokens,
+            window=self.window,
+            pool_kernel=self.pool_kernel,
+            scaling=scaling,
+            layer_idx=layer_idx,
         )
         scores = self.scorer.score(ctx)
         if scores.shape != (keys.shape[0], heads, length):
@@ -239,7 +281,11 @@ class Press:
                 f"{type(self.scorer).__name__}.score returned {tuple(scores.shape)}, expected {(keys.shape[0], heads, length)}"
             )
         return select_keep(
-            scores, budget, sink_tokens=self.sink_tokens, window=self.window, chunk_size=self.chunk_size,
+            scores,
+            budget,
+            sink_tokens=self.sink_tokens,
+            window=self.window,
+            chunk_size=self.chunk_size,
             head_budget=self.head_budget,
         )
 
@@ -248,4 +294,11 @@ class Press:
         keep = self.keep_mask(queries, layer.keys, layer.values, scaling, layer_idx)
         if not bool(keep.all()):
             layer.compress(keep)
-        self.stats.append({"layer": layer_idx, "length": length, "budget": int(keep[0].sum()) // keep.shape[1], "kept": layer.kept_counts()})
+        self.stats.append(
+            {
+                "layer": layer_idx,
+                "length": length,
+                "budget": int(keep[0].sum()) // keep.shape[1],
+                "kept": layer.kept_counts(),
+            }
+        )

@@ -33,7 +33,9 @@ __all__ = [
 ]
 
 
-def reference_window_attention(queries: torch.Tensor, keys: torch.Tensor, scaling: float | None = None) -> torch.Tensor:
+def reference_window_attention(
+    queries: torch.Tensor, keys: torch.Tensor, scaling: float | None = None
+) -> torch.Tensor:
     """``[B, H_q, w, L]`` float64 softmax of the window queries over the keys (loops over heads/queries)."""
     b, hq, w, d = queries.shape
     hkv, length = keys.shape[1], keys.shape[2]
@@ -61,7 +63,9 @@ def reference_pool(row: torch.Tensor, kernel_size: int, mode: str = "max") -> to
     return out
 
 
-def reference_chunks(length: int, sink_tokens: int, window: int, chunk_size: int) -> list[list[int]]:
+def reference_chunks(
+    length: int, sink_tokens: int, window: int, chunk_size: int
+) -> list[list[int]]:
     """Candidate chunks: positions ``sink_tokens .. L - window - 1`` cut every ``chunk_size``."""
     cand = list(range(sink_tokens, length - window))
     return [cand[i : i + chunk_size] for i in range(0, len(cand), chunk_size)]
@@ -104,7 +108,9 @@ def reference_andpro_chunk_scores(
         for h in range(hq):
             v = values[bi, h // groups].double()
             for i in range(w):
-                c = [sum(a[bi, h, i, j] * v[j] for j in chunk) for chunk in chunks]  # c_iK, each [d]
+                c = [
+                    sum(a[bi, h, i, j] * v[j] for j in chunk) for chunk in chunks
+                ]  # c_iK, each [d]
                 anchor = sum(c) if c else torch.zeros(d, dtype=torch.float64)  # d_i
                 for k, c_ik in enumerate(c):
                     scores[bi, h, k] += torch.dot(c_ik, anchor)
@@ -112,7 +118,15 @@ def reference_andpro_chunk_scores(
 
 
 def reference_attention_chunk_scores(
-    queries, keys, *, sink_tokens=4, window=None, chunk_size=4, kernel_size=7, pooling="max", scaling=None
+    queries,
+    keys,
+    *,
+    sink_tokens=4,
+    window=None,
+    chunk_size=4,
+    kernel_size=7,
+    pooling="max",
+    scaling=None,
 ) -> tuple[torch.Tensor, list[list[int]]]:
     """The attention-only ablation's chunk scores ``sum_i sum_{j in K} a_ij``: ``[B, H_q, n_chunks]``."""
     b, hq, w, _ = queries.shape
@@ -147,13 +161,17 @@ def reference_select(
     keep[..., :sink_tokens] = True
     keep[..., length - window :] = True
     per_head = budget - sink_tokens - window
-    groups = [[(hi, k) for hi in range(h) for k in range(len(chunks))]] if head_budget == "adaptive" else [
-        [(hi, k) for k in range(len(chunks))] for hi in range(h)
-    ]
+    groups = (
+        [[(hi, k) for hi in range(h) for k in range(len(chunks))]]
+        if head_budget == "adaptive"
+        else [[(hi, k) for k in range(len(chunks))] for hi in range(h)]
+    )
     for bi in range(b):
         for items in groups:
             remaining = per_head * (h if head_budget == "adaptive" else 1)
-            score = {it: sum(token_scores[bi, it[0], j].item() for j in chunks[it[1]]) for it in items}
+            score = {
+                it: sum(token_scores[bi, it[0], j].item() for j in chunks[it[1]]) for it in items
+            }
             order = sorted(items, key=lambda it: (-score[it], it))
             for hi, k in order:
                 if remaining == 0:
@@ -163,7 +181,9 @@ def reference_select(
                     keep[bi, hi, chunk] = True
                     remaining -= len(chunk)
                 else:
-                    best = sorted(chunk, key=lambda j: (-token_scores[bi, hi, j].item(), j))[:remaining]
+                    best = sorted(chunk, key=lambda j: (-token_scores[bi, hi, j].item(), j))[
+                        :remaining
+                    ]
                     keep[bi, hi, best] = True
                     remaining = 0
     return keep
@@ -188,7 +208,11 @@ def reference_oracle_keep(
     best, best_err = (), math.inf
     for kept in itertools.combinations(candidates, num_keep):
         dropped = [j for j in candidates if j not in kept]
-        lost = a[:, dropped] @ v[dropped] if dropped else torch.zeros(a.shape[0], v.shape[1], dtype=torch.float64)
+        lost = (
+            a[:, dropped] @ v[dropped]
+            if dropped
+            else torch.zeros(a.shape[0], v.shape[1], dtype=torch.float64)
+        )
         err = float((lost**2).sum())
         if err < best_err:
             best, best_err = kept, err

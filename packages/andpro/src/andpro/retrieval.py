@@ -43,7 +43,9 @@ class RetrievalTask:
     n_pairs: int = 8
     guard: int = 32
 
-    def contexts(self, batch: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def contexts(
+        self, batch: int, generator: torch.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``[B, L]`` contexts, ``[B, n_pairs]`` keys and ``[B, n_pairs]`` values."""
         if self.n_pairs > KEYS[1] - KEYS[0]:
             raise ValueError(f"n_pairs: at most {KEYS[1] - KEYS[0]}, got {self.n_pairs}")
@@ -51,7 +53,12 @@ class RetrievalTask:
         if self.n_pairs > slots:
             raise ValueError(f"n_pairs: {self.n_pairs} pairs do not fit in {slots} slots")
         ids = torch.randint(*NOISE, (batch, self.context), generator=generator)
-        keys = torch.stack([torch.randperm(KEYS[1] - KEYS[0], generator=generator)[: self.n_pairs] for _ in range(batch)])
+        keys = torch.stack(
+            [
+                torch.randperm(KEYS[1] - KEYS[0], generator=generator)[: self.n_pairs]
+                for _ in range(batch)
+            ]
+        )
         keys = keys + KEYS[0]
         values = torch.randint(*VALUES, (batch, self.n_pairs), generator=generator)
         for b in range(batch):
@@ -60,12 +67,18 @@ class RetrievalTask:
             ids[b, where + 1] = values[b]
         return ids, keys, values
 
-    def training_batch(self, batch: int, n_queries: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    def training_batch(
+        self, batch: int, n_queries: int, generator: torch.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(x, y)`` for next-token training: ``context (SEP q : v) * n_queries``, loss on ``v`` only."""
         ctx, keys, values = self.contexts(batch, generator)
-        pick = torch.stack([torch.randperm(self.n_pairs, generator=generator)[:n_queries] for _ in range(batch)])
+        pick = torch.stack(
+            [torch.randperm(self.n_pairs, generator=generator)[:n_queries] for _ in range(batch)]
+        )
         q, v = keys.gather(1, pick), values.gather(1, pick)
-        tail = torch.stack([torch.full_like(q, SEP), q, torch.full_like(q, COLON), v], dim=-1).reshape(batch, -1)
+        tail = torch.stack(
+            [torch.full_like(q, SEP), q, torch.full_like(q, COLON), v], dim=-1
+        ).reshape(batch, -1)
         seq = torch.cat([ctx, tail], 1)
         x, y = seq[:, :-1], seq[:, 1:].clone()
         mask = torch.zeros_like(y, dtype=torch.bool)
@@ -74,7 +87,9 @@ class RetrievalTask:
         y[~mask] = -100
         return x, y
 
-    def eval_batch(self, batch: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def eval_batch(
+        self, batch: int, generator: torch.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``[B, L]`` contexts, ``[B]`` query keys and ``[B]`` answers."""
         ctx, keys, values = self.contexts(batch, generator)
         pick = torch.randint(0, self.n_pairs, (batch, 1), generator=generator)
@@ -86,9 +101,19 @@ def retrieval_model(seed: int = 0):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     config = LlamaConfig(
-        vocab_size=VOCAB, hidden_size=128, intermediate_size=352, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=1024, rms_norm_eps=1e-5, tie_word_embeddings=False,
-        bos_token_id=None, eos_token_id=None, pad_token_id=None, attn_implementation="sdpa",
+        vocab_size=VOCAB,
+        hidden_size=128,
+        intermediate_size=352,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=False,
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=None,
+        attn_implementation="sdpa",
     )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -97,7 +122,12 @@ def retrieval_model(seed: int = 0):
 
 
 def train_retrieval_model(
-    task: RetrievalTask, steps: int = 1000, batch_size: int = 16, n_queries: int = 8, lr: float = 3e-3, seed: int = 0,
+    task: RetrievalTask,
+    steps: int = 3000,
+    batch_size: int = 16,
+    n_queries: int = 8,
+    lr: float = 3e-3,
+    seed: int = 0,
     progress: bool = True,
 ):
     """Train :func:`retrieval_model` on ``task`` (answer-token loss). Returns ``(model, TrainResult)``."""
@@ -106,13 +136,21 @@ def train_retrieval_model(
     model = retrieval_model(seed)
     gen = torch.Generator().manual_seed(seed)
     res = train(
-        model, lambda step: task.training_batch(batch_size, n_queries, gen), steps, lr=lr, seed=seed,
-        progress=progress, desc="train retrieval model", warmup=steps // 20,
+        model,
+        lambda step: task.training_batch(batch_size, n_queries, gen),
+        steps,
+        lr=lr,
+        seed=seed,
+        progress=progress,
+        desc="train retrieval model",
+        warmup=steps // 20,
     )
     return model, res
 
 
-def load_or_train(path: Path, task: RetrievalTask, steps: int, seed: int = 0, progress: bool = True):
+def load_or_train(
+    path: Path, task: RetrievalTask, steps: int, seed: int = 0, progress: bool = True
+):
     """Load the committed fp16 checkpoint at ``path`` or train and save one. Returns ``(model, info)``."""
     import json
 
@@ -126,8 +164,11 @@ def load_or_train(path: Path, task: RetrievalTask, steps: int, seed: int = 0, pr
     else:
         model, res = train_retrieval_model(task, steps=steps, seed=seed, progress=progress)
         info = {
-            "steps": steps, "seed": seed, "seconds": res.seconds,
-            "final_loss": sum(res.losses[-50:]) / len(res.losses[-50:]), "task": dataclasses.asdict(task),
+            "steps": steps,
+            "seed": seed,
+            "seconds": res.seconds,
+            "final_loss": sum(res.losses[-50:]) / len(res.losses[-50:]),
+            "task": dataclasses.asdict(task),
         }
         path.parent.mkdir(parents=True, exist_ok=True)
         torch.save({k: v.half() for k, v in model.state_dict().items()}, path)
@@ -140,7 +181,12 @@ def load_or_train(path: Path, task: RetrievalTask, steps: int, seed: int = 0, pr
 
 @torch.no_grad()
 def retrieval_accuracy(
-    model, contexts: torch.Tensor, queries: torch.Tensor, answers: torch.Tensor, press=None, question_aware: bool = True
+    model,
+    contexts: torch.Tensor,
+    queries: torch.Tensor,
+    answers: torch.Tensor,
+    press=None,
+    question_aware: bool = True,
 ) -> float:
     """Answer accuracy with the answer decoded from the (compressed) cache.
 

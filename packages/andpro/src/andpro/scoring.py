@@ -37,7 +37,9 @@ def _compute_dtype(*tensors: torch.Tensor) -> torch.dtype:
     return torch.float64 if any(t.dtype == torch.float64 for t in tensors) else torch.float32
 
 
-def check_qkv(queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor | None = None) -> None:
+def check_qkv(
+    queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor | None = None
+) -> None:
     """Validate the shapes shared by the scoring functions (raises ``ValueError``/``TypeError``)."""
     for name, t in (("queries", queries), ("keys", keys), ("values", values)):
         if t is None:
@@ -56,7 +58,9 @@ def check_qkv(queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor | 
     if w > keys.shape[2]:
         raise ValueError(f"queries: window w={w} exceeds the key length L={keys.shape[2]}")
     if values is not None and values.shape[:3] != keys.shape[:3]:
-        raise ValueError(f"values: expected [B, H_kv, L]={tuple(keys.shape[:3])} leading dims, got {tuple(values.shape)}")
+        raise ValueError(
+            f"values: expected [B, H_kv, L]={tuple(keys.shape[:3])} leading dims, got {tuple(values.shape)}"
+        )
 
 
 def _expand_kv(x: torch.Tensor, num_query_heads: int) -> torch.Tensor:
@@ -65,7 +69,9 @@ def _expand_kv(x: torch.Tensor, num_query_heads: int) -> torch.Tensor:
     return x if groups == 1 else x.repeat_interleave(groups, dim=1)
 
 
-def window_attention(queries: torch.Tensor, keys: torch.Tensor, scaling: float | None = None) -> torch.Tensor:
+def window_attention(
+    queries: torch.Tensor, keys: torch.Tensor, scaling: float | None = None
+) -> torch.Tensor:
     """Softmax attention of the last ``w`` prefill queries over all ``L`` keys, causal inside the window.
 
     Query ``i`` sits at position ``L - w + i`` and sees keys ``j <= L - w + i``.
@@ -116,7 +122,9 @@ def pool(attention: torch.Tensor, kernel_size: int = 7, mode: str = "max") -> to
     return fn(flat, kernel_size=kernel_size, stride=1, padding=kernel_size // 2).reshape(shape)
 
 
-def candidate_mask(length: int, sink_tokens: int, window: int, device: torch.device | str = "cpu") -> torch.Tensor:
+def candidate_mask(
+    length: int, sink_tokens: int, window: int, device: torch.device | str = "cpu"
+) -> torch.Tensor:
     """``[L]`` bool: True for evictable tokens (not among the first ``sink_tokens`` nor the last ``window``)."""
     pos = torch.arange(length, device=device)
     return (pos >= sink_tokens) & (pos < length - window)
@@ -186,7 +194,9 @@ def andpro_scores(
     return reduce_gqa(scores, values.shape[1], gqa_reduce)
 
 
-def attn_scores(pooled: torch.Tensor, num_kv_heads: int | None = None, *, gqa_reduce: str = "per_qhead") -> torch.Tensor:
+def attn_scores(
+    pooled: torch.Tensor, num_kv_heads: int | None = None, *, gqa_reduce: str = "per_qhead"
+) -> torch.Tensor:
     """The attention-only ablation: ``s_j = sum_i a_ij`` over the window queries.
 
     Args:
@@ -230,5 +240,9 @@ def snapkv_scores(
     prefix = attention[..., : length - window].mean(dim=2)  # [B, H_q, L - window]
     prefix = pool(prefix, kernel_size, pooling)
     prefix = reduce_gqa(prefix, num_kv_heads, gqa_reduce)
-    top = prefix.amax(dim=-1, keepdim=True) + 1 if prefix.shape[-1] else prefix.new_ones(*prefix.shape[:2], 1)
+    top = (
+        prefix.amax(dim=-1, keepdim=True) + 1
+        if prefix.shape[-1]
+        else prefix.new_ones(*prefix.shape[:2], 1)
+    )
     return torch.cat([prefix, top.expand(*prefix.shape[:2], window)], dim=-1)

@@ -29,7 +29,9 @@ def resolve_budget(budget: int | float, length: int, sink_tokens: int, window: i
     """
     tokens = int(budget * length) if isinstance(budget, float) else int(budget)
     if tokens > length:
-        raise ValueError(f"budget: {budget!r} ({tokens} tokens) is larger than the context of {length} tokens")
+        raise ValueError(
+            f"budget: {budget!r} ({tokens} tokens) is larger than the context of {length} tokens"
+        )
     if tokens < sink_tokens + window:
         raise ValueError(
             f"budget: {budget!r} ({tokens} tokens for a context of {length}) is below "
@@ -38,10 +40,23 @@ def resolve_budget(budget: int | float, length: int, sink_tokens: int, window: i
     return tokens
 
 
-def _check(scores: torch.Tensor, budget: int, sink_tokens: int, window: int, chunk_size: int, head_budget: str) -> None:
+def _check(
+    scores: torch.Tensor,
+    budget: int,
+    sink_tokens: int,
+    window: int,
+    chunk_size: int,
+    head_budget: str,
+) -> None:
     if not isinstance(scores, torch.Tensor) or scores.dim() != 3:
-        raise ValueError(f"scores: expected a [B, H, L] tensor, got {getattr(scores, 'shape', type(scores))}")
-    for name, val, low in (("sink_tokens", sink_tokens, 0), ("window", window, 1), ("chunk_size", chunk_size, 1)):
+        raise ValueError(
+            f"scores: expected a [B, H, L] tensor, got {getattr(scores, 'shape', type(scores))}"
+        )
+    for name, val, low in (
+        ("sink_tokens", sink_tokens, 0),
+        ("window", window, 1),
+        ("chunk_size", chunk_size, 1),
+    ):
         if not isinstance(val, int) or isinstance(val, bool) or val < low:
             raise ValueError(f"{name}: expected an int >= {low}, got {val!r}")
     if head_budget not in HEAD_BUDGETS:
@@ -96,7 +111,9 @@ def select_keep(
         keep[..., sink_tokens : length - window] = True
         return keep
 
-    s = scores[..., sink_tokens : length - window].to(torch.float64 if scores.dtype == torch.float64 else torch.float32)
+    s = scores[..., sink_tokens : length - window].to(
+        torch.float64 if scores.dtype == torch.float64 else torch.float32
+    )
     n_chunks = -(-n_cand // chunk_size)
     pad = n_chunks * chunk_size - n_cand
     padded = torch.nn.functional.pad(s, (0, pad))
@@ -117,7 +134,9 @@ def select_keep(
     cum = item_sizes[order].cumsum(-1)
     taken_sorted = cum <= quota
     n_full = taken_sorted.sum(-1)  # [G]
-    used = torch.where(n_full > 0, cum.gather(-1, (n_full - 1).clamp_min(0)[:, None]).squeeze(-1), 0)
+    used = torch.where(
+        n_full > 0, cum.gather(-1, (n_full - 1).clamp_min(0)[:, None]).squeeze(-1), 0
+    )
     remainder = quota - used  # [G], < size of the next chunk
     taken = torch.zeros(g, n_items, dtype=torch.bool, device=device)
     taken.scatter_(-1, order, taken_sorted)

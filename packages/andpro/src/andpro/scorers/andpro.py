@@ -27,7 +27,9 @@ class AnDProScorer(Scorer):
     name = "andpro"
     gqa_reduce = "sum"
 
-    def __init__(self, pooling: str = "max", normalize_anchor: bool = False, gqa_reduce: str | None = None) -> None:
+    def __init__(
+        self, pooling: str = "max", normalize_anchor: bool = False, gqa_reduce: str | None = None
+    ) -> None:
         super().__init__(gqa_reduce)
         if pooling not in ("max", "avg"):
             raise ValueError(f"pooling: expected 'max' or 'avg', got {pooling!r}")
@@ -36,5 +38,8 @@ class AnDProScorer(Scorer):
 
     def query_head_scores(self, ctx: ScoringContext) -> torch.Tensor:
         return scoring.andpro_scores(
-            ctx.pooled(self.pooling), ctx.values, ctx.candidates(), normalize_anchor=self.normalize_anchor
+            ctx.pooled(self.pooling),
+            ctx.values,
+            ctx.candidates(),
+            normalize_anchor=self.normalize_anchor,
         )

@@ -90,7 +90,9 @@ class Scorer:
     def __init__(self, gqa_reduce: str | None = None) -> None:
         if gqa_reduce is not None:
             if gqa_reduce not in scoring.GQA_REDUCTIONS:
-                raise ValueError(f"gqa_reduce: expected one of {scoring.GQA_REDUCTIONS}, got {gqa_reduce!r}")
+                raise ValueError(
+                    f"gqa_reduce: expected one of {scoring.GQA_REDUCTIONS}, got {gqa_reduce!r}"
+                )
             self.gqa_reduce = gqa_reduce
 
     def query_head_scores(self, ctx: ScoringContext) -> torch.Tensor:

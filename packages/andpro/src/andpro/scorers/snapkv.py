@@ -32,6 +32,10 @@ class SnapKVScorer(Scorer):
 
     def query_head_scores(self, ctx: ScoringContext) -> torch.Tensor:
         return scoring.snapkv_scores(
-            ctx.attention(), ctx.num_query_heads, ctx.window, kernel_size=ctx.pool_kernel, pooling=self.pooling,
+            ctx.attention(),
+            ctx.num_query_heads,
+            ctx.window,
+            kernel_size=ctx.pool_kernel,
+            pooling=self.pooling,
             gqa_reduce="per_qhead",
         )
