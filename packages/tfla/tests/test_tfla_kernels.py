@@ -133,7 +133,13 @@ def test_triton_chunk_256_with_three_chunks(make_inputs):
     """Chunks above 128 with NC >= 3: the official backward is suspected to index the stabiliser
     state in inter-chunk units there; ours stores m at every chunk boundary."""
     xs = [x.detach().to(DEV).requires_grad_() for x in make_inputs(1, 1, 530, 16, 16, states=True)]
-    check_forward_backward(_triton("exp", True, 256, (64, 64, None, None)), _ref("exp", True), xs, rtol=RTOL, names=NAMES)
+    check_forward_backward(
+        _triton("exp", True, 256, (64, 64, None, None)),
+        _ref("exp", True),
+        xs,
+        rtol=RTOL,
+        names=NAMES,
+    )
 
 
 @pytest.mark.parametrize(

@@ -143,7 +143,7 @@ def speed_vs_length(ctx: Context) -> None:
     """Runtime and peak memory of chunkwise (L=64) vs parallel vs recurrent as S grows (B=1, H=4, D=64)."""
     torch.set_num_threads(THREADS)
     if ctx.quick:
-        lengths, par_max, rec_max, rec_bwd = [256, 512, 1024, 2048, 4096], 2048, 256, False
+        lengths, par_max, rec_max, rec_bwd = [256, 512, 1024, 2048, 4096, 8192, 16384], 2048, 256, False
     else:
         lengths, par_max, rec_max, rec_bwd = (
             [256, 512, 1024, 2048, 4096, 8192, 16384],
@@ -232,7 +232,7 @@ def speed_vs_length(ctx: Context) -> None:
         ctx.path("memory_vs_length.png"),
         xlabel="sequence length S",
         ylabel="extra peak RSS (MiB)",
-        title="mLSTM fwd+bwd peak memory on CPU (B=1, H=4, D=64)",
+        title="mLSTM fwd+bwd peak memory (B=1, H=4, D=64)",
         logx=True,
         logy=True,
     )
@@ -271,7 +271,7 @@ def chunk_size_sweep(ctx: Context) -> None:
         ctx.path("chunk_size_sweep.png"),
         xlabel="chunk size L",
         ylabel="CPU seconds (1 thread)",
-        title=f"chunkwise mLSTM on CPU vs chunk size (S={S}, H=4, D=64)",
+        title=f"chunkwise mLSTM vs chunk size (S={S}, H=4, D=64)",
         logx=True,
     )
 
@@ -436,7 +436,7 @@ def lm_quality(ctx: Context) -> None:
             ctx.path("lm_quality.png"),
             xlabel="training step",
             ylabel="validation bits/byte",
-            title=f"stdlib bytes: mLSTMexp vs mLSTMsig vs Llama (d={d}, {layers} layers, seed {seeds[0]})",
+            title=f"stdlib bytes, d={d}, {layers} layers, seed {seeds[0]}",
         )
     (ctx.path("lm_quality_details.json")).write_text(
         json.dumps(
