@@ -86,10 +86,14 @@ def window_attention(
     """
     check_qkv(queries, keys)
     dtype = _compute_dtype(queries, keys)
-    w, d, length = queries.shape[2], queries.shape[3], keys.shape[2]
+    b, hq, w, d = queries.shape
+    hkv, length = keys.shape[1], keys.shape[2]
     scaling = 1.0 / math.sqrt(d) if scaling is None else scaling
-    k = _expand_kv(keys.to(dtype), queries.shape[1])
-    logits = torch.matmul(queries.to(dtype), k.transpose(-1, -2)) * scaling
+    # Group the query heads of each KV head instead of repeating K (no copy of the keys).
+    grouped = queries.to(dtype).reshape(b, hkv, (hq // hkv) * w, d)
+    logits = (
+        torch.matmul(grouped, keys.to(dtype).transpose(-1, -2)).view(b, hq, w, length) * scaling
+    )
     qpos = torch.arange(length - w, length, device=keys.device)
     kpos = torch.arange(length, device=keys.device)
     logits = logits.masked_fill(kpos[None, :] > qpos[:, None], float("-inf"))
@@ -183,14 +187,17 @@ def andpro_scores(
             f"pooled/values: expected [B, H_q, w, L] and [B, H_kv, L, d], got {tuple(pooled.shape)} and {tuple(values.shape)}"
         )
     dtype = _compute_dtype(pooled, values)
-    a = pooled.to(dtype)
-    v = _expand_kv(values.to(dtype), a.shape[1])  # [B, H_q, L, d]
-    anchor = torch.matmul(a * candidates.to(dtype), v)  # [B, H_q, w, d]
+    b, hq, w, length = pooled.shape
+    hkv = values.shape[1]
+    # [B, H_kv, G*w, L]: the query heads of a KV head share its values (no repeat_kv copy).
+    a = pooled.to(dtype).reshape(b, hkv, (hq // hkv) * w, length)
+    v = values.to(dtype)
+    anchor = torch.matmul(a * candidates.to(dtype), v)  # d_i, [B, H_kv, G*w, d]
     if normalize_anchor:
         anchor = anchor / anchor.norm(dim=-1, keepdim=True).clamp_min(torch.finfo(dtype).tiny)
-    # s_j = sum_i a_ij <v_j, d_i>: one [w, L] product, then a weighted column sum.
-    proj = torch.matmul(anchor, v.transpose(-1, -2))  # [B, H_q, w, L]
-    scores = (a * proj).sum(dim=2)
+    # s_j = sum_i a_ij <v_j, d_i>: one [w, L] product per head, then a weighted column sum.
+    proj = torch.matmul(anchor, v.transpose(-1, -2))  # [B, H_kv, G*w, L]
+    scores = (a * proj).view(b, hq, w, length).sum(dim=2)
     return reduce_gqa(scores, values.shape[1], gqa_reduce)
 
 
