@@ -143,7 +143,12 @@ def speed_vs_length(ctx: Context) -> None:
     """Runtime and peak memory of chunkwise (L=64) vs parallel vs recurrent as S grows (B=1, H=4, D=64)."""
     torch.set_num_threads(THREADS)
     if ctx.quick:
-        lengths, par_max, rec_max, rec_bwd = [256, 512, 1024, 2048, 4096, 8192, 16384], 2048, 256, False
+        lengths, par_max, rec_max, rec_bwd = (
+            [256, 512, 1024, 2048, 4096, 8192, 16384],
+            2048,
+            256,
+            False,
+        )
     else:
         lengths, par_max, rec_max, rec_bwd = (
             [256, 512, 1024, 2048, 4096, 8192, 16384],

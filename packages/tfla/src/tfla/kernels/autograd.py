@@ -26,6 +26,13 @@ from neurips25_core.device import triton_interpret
 __all__ = ["mlstm_triton"]
 
 
+def _buffer(*shape: int, device) -> torch.Tensor:
+    """A float32 buffer the kernels fill: NaN-poisoned under the interpreter (tests), empty on GPU."""
+    if triton_interpret():
+        return torch.full(shape, float("nan"), dtype=torch.float32, device=device)
+    return torch.empty(shape, dtype=torch.float32, device=device)
+
+
 def _p2(x: int) -> int:
     return 1 << max(0, (int(x) - 1).bit_length())
 
@@ -61,16 +68,12 @@ class _TFLAFunction(torch.autograd.Function):
         b = lf.reshape(BH, NC, L).cumsum(-1).reshape(BH, S).contiguous()
         li_ = li.reshape(BH, S).contiguous()
         dev = q.device
-        Cs = torch.empty(BH, NC + 1, Dk, Dv, dtype=torch.float32, device=dev)
-        Ns = torch.empty(BH, NC + 1, Dk, dtype=torch.float32, device=dev)
-        Ms = torch.empty(BH, NC + 1, dtype=torch.float32, device=dev)
+        Cs = _buffer(BH, NC + 1, Dk, Dv, device=dev)
+        Ns = _buffer(BH, NC + 1, Dk, device=dev)
+        Ms = _buffer(BH, NC + 1, device=dev)
         Cs[:, 0] = c0.reshape(BH, Dk, Dv)
         Ns[:, 0] = n0.reshape(BH, Dk)
         Ms[:, 0] = m0.reshape(BH)
-        if triton_interpret():  # poison what the kernels must write, so a missed store shows
-            Cs[:, 1:] = float("nan")
-            Ns[:, 1:] = float("nan")
-            Ms[:, 1:] = float("nan")
         bl = min(64, L)
         scale = 1.0 / math.sqrt(Dk)
         grid = (triton.cdiv(Dk, bk), triton.cdiv(Dv, bv), BH)
@@ -78,9 +81,9 @@ class _TFLAFunction(torch.autograd.Function):
             k, v, b, li_, Cs, Ns, Ms, S, Dk, Dv, NC,
             L=L, BL=bl, BK=bk, BV=bv, STABILIZE=stabilize, LOWP=lowp, PREC=prec, num_warps=4, num_stages=1,
         )  # fmt: skip
-        hbuf = torch.full((BH, S, Dv), float("nan"), dtype=torch.float32, device=dev)
-        den = torch.full((BH, S), float("nan"), dtype=torch.float32, device=dev)
-        mcomb = torch.full((BH, S), float("nan"), dtype=torch.float32, device=dev)
+        hbuf = _buffer(BH, S, Dv, device=dev)
+        den = _buffer(BH, S, device=dev)
+        mcomb = _buffer(BH, S, device=dev)
         grid = (triton.cdiv(Dv, bv), L // blq, NC * BH)
         _fw_intra_kernel[grid](
             q, k, v, b, li_, Cs, Ns, Ms, hbuf, den, mcomb, S, Dk, Dv, NC, scale, eps,
@@ -126,8 +129,8 @@ class _TFLAFunction(torch.autograd.Function):
         else:
             dnum = dh.contiguous()
             dden = torch.zeros_like(den)
-        DCs = torch.full((BH, NC + 1, Dk, Dv), float("nan"), dtype=torch.float32, device=dev)
-        DNs = torch.full((BH, NC + 1, Dk), float("nan"), dtype=torch.float32, device=dev)
+        DCs = _buffer(BH, NC + 1, Dk, Dv, device=dev)
+        DNs = _buffer(BH, NC + 1, Dk, device=dev)
         DCs[:, NC] = 0.0 if dC_last is None else dC_last.reshape(BH, Dk, Dv).float()
         DNs[:, NC] = 0.0 if dn_last is None else dn_last.reshape(BH, Dk).float()
         scale = 1.0 / math.sqrt(Dk)
@@ -137,9 +140,9 @@ class _TFLAFunction(torch.autograd.Function):
             q, b, Ms, mcomb, dnum, dden, DCs, DNs, S, Dk, Dv, NC, scale,
             L=L, BL=bl, BK=bk, BV=bv, STABILIZE=stabilize, LOWP=lowp, PREC=prec, **common,
         )  # fmt: skip
-        dq = torch.full((BH, S, Dk), float("nan"), dtype=torch.float32, device=dev)
-        dk = torch.full((BH, S, Dk), float("nan"), dtype=torch.float32, device=dev)
-        dv = torch.full((BH, S, Dv), float("nan"), dtype=torch.float32, device=dev)
+        dq = _buffer(BH, S, Dk, device=dev)
+        dk = _buffer(BH, S, Dk, device=dev)
+        dv = _buffer(BH, S, Dv, device=dev)
         _bw_dq_kernel[(triton.cdiv(Dk, bk), L // blq, NC * BH)](
             k, v, b, li_, Cs, Ns, Ms, mcomb, dnum, dden, dq, S, Dk, Dv, NC, scale,
             L=L, BLQ=blq, BLKV=blkv, BK=bk, BV=bv, LOWP=lowp, PREC=prec, **common,
