@@ -364,13 +364,15 @@ def retrieval(ctx: Context) -> None:
     """Quality B: key-value retrieval accuracy vs budget (tiny Llama trained here)."""
     from andpro.retrieval import RetrievalTask, load_or_train, retrieval_accuracy
 
-    task = RetrievalTask()
-    model, info = load_or_train(RESULTS / "retrieval_model.pt", task, steps=3000, progress=True)
+    model, info, task = load_or_train(
+        RESULTS / "retrieval_model.pt", RetrievalTask(), steps=3000, progress=True
+    )
+    ctx.log(f"retrieval model: {info}")
     n = 256 if ctx.quick else 1024
     g = torch.Generator().manual_seed(4242)
     contexts, queries, answers = task.eval_batch(n, g)
     rows = ["andpro", "attention", "snapkv_w32_max7", "knorm", "streaming_llm", "random"]
-    budgets = (40, 64, 128)
+    budgets = (40, 48, 64, 96)
     series = {}
     for aware in (True, False):
         tag = "aware" if aware else "agnostic"
@@ -499,8 +501,9 @@ def prefill_decode(ctx: Context) -> None:
         with press(model) as cache:
             model(ids, cache=cache)
 
-    t_plain = time_fn(plain, warmup=1, min_time=0.5)
-    t_press = time_fn(pressed, warmup=1, min_time=0.5)
+    reps = 3 if ctx.quick else 7
+    t_plain = time_fn(plain, warmup=1, repeats=reps)
+    t_press = time_fn(pressed, warmup=1, repeats=reps)
     ctx.record(
         "prefill/with_press",
         t_press.median,

@@ -149,23 +149,40 @@ def train_retrieval_model(
 
 
 def load_or_train(
-    path: Path, task: RetrievalTask, steps: int, seed: int = 0, progress: bool = True
+    path: Path,
+    task: RetrievalTask,
+    steps: int,
+    seed: int = 0,
+    n_queries: int = 8,
+    progress: bool = True,
 ):
-    """Load the committed fp16 checkpoint at ``path`` or train and save one. Returns ``(model, info)``."""
+    """Load the committed fp16 checkpoint at ``path`` (with the task and recipe stored beside it in
+    ``path.with_suffix(".json")``) or train one with this recipe and save it.
+
+    Returns:
+        ``(model, info, task)``: the task is the one the checkpoint was trained on.
+    """
     import json
 
     meta_path = path.with_suffix(".json")
     model = retrieval_model(seed)
     if path.exists() and meta_path.exists():
+        info = json.loads(meta_path.read_text())
+        task = RetrievalTask(**info["task"])
+        model = retrieval_model(info.get("seed", seed))
         state = torch.load(path, map_location="cpu", weights_only=True)
         model.load_state_dict({k: v.float() for k, v in state.items()})
-        info = json.loads(meta_path.read_text())
         info["loaded"] = str(path.name)
     else:
-        model, res = train_retrieval_model(task, steps=steps, seed=seed, progress=progress)
+        model, res = train_retrieval_model(
+            task, steps=steps, seed=seed, n_queries=n_queries, progress=progress
+        )
         info = {
             "steps": steps,
             "seed": seed,
+            "n_queries": n_queries,
+            "batch_size": 16,
+            "lr": 3e-3,
             "seconds": res.seconds,
             "final_loss": sum(res.losses[-50:]) / len(res.losses[-50:]),
             "task": dataclasses.asdict(task),
@@ -176,7 +193,7 @@ def load_or_train(
         meta_path.write_text(json.dumps(info, indent=2))
         info["loaded"] = None
     model.eval()
-    return model, info
+    return model, info, task
 
 
 @torch.no_grad()
