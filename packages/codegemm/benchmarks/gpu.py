@@ -4,11 +4,11 @@ Run on a CUDA machine::
 
     uv run python packages/codegemm/benchmarks/gpu.py --out gpu_results.json
 
-1. Correctness of every Triton path (psumbook two-phase, dequant + torch.matmul, fused
-   dequant-GEMM) against the float64 reference, for m1v4 and m2v8, in fp32, fp16 and bf16.
+1. Correctness of every Triton path (psumbook two-phase, psumbook fused split-K, dequant +
+   torch.matmul, fused dequant-GEMM) against the float64 reference, for m1v4 and m2v8, in fp32, fp16 and bf16.
 2. Timings (``triton.testing.do_bench``, ms) at Llama-3-8B and Llama-3-70B linear shapes for
    N = 1, 2, 4, 8, 16 tokens: cuBLAS fp16 ``F.linear``, Triton dequant + cuBLAS, fused
-   dequant-GEMM and the Psumbook kernels; a block-size sweep of the Psumbook gather.
+   dequant-GEMM and both Psumbook kernels; block-size sweeps (gather block, split-K t_K × t_M).
 
 ``--toy`` runs tiny shapes; without a GPU it runs the kernels under the Triton interpreter on CPU
 tensors (the timings are then meaningless; the point is that the script works).
@@ -82,7 +82,7 @@ def correctness(configs, shapes, dtypes, device, tokens):
                 for dtype in dtypes:
                     x = torch.randn(n, k, device=device).to(dtype)
                     ref = codebook_matmul_reference(x.cpu(), codes.cpu(), books.cpu(), scales.cpu())
-                    for backend in ("psumbook", "dequant", "dequant_fused"):
+                    for backend in ("psumbook", "psumbook_splitk", "dequant", "dequant_fused"):
                         y = codegemm.codebook_matmul(
                             x,
                             codes,

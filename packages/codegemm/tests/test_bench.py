@@ -49,5 +49,5 @@ def test_gpu_script_runs_toy(tmp_path):
     assert payload["toy"] is True
     assert payload["correctness"] and all(c["ok"] for c in payload["correctness"])
     backends = {c["backend"] for c in payload["correctness"]}
-    assert backends == {"psumbook", "dequant", "dequant_fused"}
+    assert backends == {"psumbook", "psumbook_splitk", "dequant", "dequant_fused"}
     assert len(payload["timings_ms"]) == 8

@@ -137,6 +137,8 @@ def test_bad_inputs_raise_naming_the_argument():
         mm(x.to("meta"), codes, books, scales)
     with pytest.raises(ValueError, match="dequant_fused"):
         mm(x, codes, books, scales, backend="dequant_fused", impl="torch")
+    with pytest.raises(ValueError, match="psumbook_splitk"):
+        mm(x, codes, books, scales, backend="psumbook_splitk")  # CPU tensors, impl="auto"
     with pytest.raises(ValueError, match="vector_size"):
         codegemm.CodebookConfig(vector_size=8, group_size=12)
     with pytest.raises(ValueError, match="codebook_bits"):
@@ -190,7 +192,23 @@ def test_triton_dequant_paths_random(rows, k, m, v, bits, g, n):
 
 
 @needs_triton
-@pytest.mark.parametrize("backend", ["psumbook", "dequant", "dequant_fused"])
+@pytest.mark.parametrize(("rows", "k", "m", "v", "bits", "g"), TRITON_SHAPES)
+@pytest.mark.parametrize("n", [1, 3])
+def test_triton_psumbook_splitk_random(rows, k, m, v, bits, g, n):
+    """The fused split-K kernel (table in registers, tl.gather, atomics), several K-slices."""
+    from codegemm.kernels.codebook import psumbook_splitk_triton
+
+    codes, books, scales = random_format(rows, k, m, v, bits, g, seed=n)
+    x = randn(n, k, seed=9)
+    ref = codebook_matmul_reference(x, codes, books, scales)
+    assert_close(psumbook_splitk_triton(x, codes, books, scales, block_m=32), ref)
+    assert_close(psumbook_splitk_triton(x, codes, books, scales, tile_k=v, block_m=64), ref)
+    with pytest.raises(ValueError, match="tile_k"):
+        psumbook_splitk_triton(x, codes, books, scales, tile_k=3 * v)
+
+
+@needs_triton
+@pytest.mark.parametrize("backend", ["psumbook", "psumbook_splitk", "dequant", "dequant_fused"])
 @pytest.mark.parametrize(("m", "v"), [(1, 4), (2, 8)])
 def test_triton_exact_on_dyadic_values(backend, m, v):
     codes, books, scales = dyadic_format(19, 128, m, v, 8, 64, seed=2)

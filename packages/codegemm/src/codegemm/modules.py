@@ -29,7 +29,7 @@ class CodebookLinear(nn.Module):
         config: the format (``CodebookConfig.m1v4()``, ``.m2v8()``, ...).
         bias: whether the layer has a bias.
         backend: ``codebook_matmul``'s algorithm (``"auto"``, ``"psumbook"``, ``"dequant"``,
-            ``"dequant_fused"``, ``"reference"``).
+            ``"psumbook_splitk"``, ``"dequant_fused"``, ``"reference"``).
         impl: ``"auto"``, ``"torch"`` or ``"triton"``.
         tile_k: K-tile of the torch Psumbook (None: one tile over K).
 

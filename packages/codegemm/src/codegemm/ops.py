@@ -12,7 +12,7 @@ from .reference import codebook_matmul_reference
 
 __all__ = ["AUTO_CROSSOVER", "BACKENDS", "IMPLS", "codebook_matmul", "dequantize_weight"]
 
-BACKENDS = ("auto", "psumbook", "dequant", "dequant_fused", "reference")
+BACKENDS = ("auto", "psumbook", "psumbook_splitk", "dequant", "dequant_fused", "reference")
 IMPLS = ("auto", "torch", "triton")
 
 # Largest number of tokens N for which backend="auto" picks psumbook over dequant, per device
@@ -54,10 +54,17 @@ def _forward(x2d, codes, codebooks, scales, backend, impl, plan, shape):
     if backend == "reference":
         return codebook_matmul_reference(x2d, codes, codebooks, scales).to(x2d.dtype)
     if impl == "triton":
-        from .kernels.codebook import dequant_gemm_triton, dequantize_triton, psumbook_matmul_triton
+        from .kernels.codebook import (
+            dequant_gemm_triton,
+            dequantize_triton,
+            psumbook_matmul_triton,
+            psumbook_splitk_triton,
+        )
 
         if backend == "psumbook":
             return psumbook_matmul_triton(x2d, codes, codebooks, scales)
+        if backend == "psumbook_splitk":
+            return psumbook_splitk_triton(x2d, codes, codebooks, scales)
         if backend == "dequant":
             weight = dequantize_triton(codes, codebooks, scales, dtype=x2d.dtype)
             return torch.matmul(x2d, weight.t())
@@ -105,8 +112,10 @@ def codebook_matmul(
         scales: ``[M, K/g]``; g, v, m, C are inferred from the shapes and cross-checked.
         backend: the algorithm: ``"psumbook"`` (the method: per K-tile table of centroid ×
             activation inner products, then code-indexed gather-accumulate, scaled per group),
-            ``"dequant"`` (the baseline: rebuild Ŵ, then GEMM), ``"dequant_fused"`` (Triton
-            only: Ŵ tiles rebuilt in registers inside the GEMM), ``"reference"`` (float64
+            ``"psumbook_splitk"`` (Triton only: the fused split-K kernel of the official CUDA
+            code, atomics, non-deterministic summation order), ``"dequant"`` (the baseline:
+            rebuild Ŵ, then GEMM), ``"dequant_fused"`` (Triton only: Ŵ tiles rebuilt in
+            registers inside the GEMM), ``"reference"`` (float64
             dequantize then matmul), or ``"auto"`` (psumbook up to ``AUTO_CROSSOVER[device]``
             tokens, dequant beyond).
         impl: ``"triton"`` (CUDA, or CPU under ``TRITON_INTERPRET=1``), ``"torch"``, or ``"auto"``
@@ -140,12 +149,18 @@ def codebook_matmul(
         )
     lead = x.shape[:-1]
     x2d = x.reshape(-1, shape.in_features)
-    if backend == "dequant_fused":
+    if backend in ("dequant_fused", "psumbook_splitk"):
+        if impl not in IMPLS:
+            raise ValueError(f"impl: expected one of {IMPLS}, got {impl!r}")
         if impl == "torch" or (impl == "auto" and not use_triton_for(x2d)):
             raise ValueError(
-                "backend: 'dequant_fused' exists only as a Triton kernel; pass impl='triton' or CUDA tensors"
+                f"backend: {backend!r} exists only as a Triton kernel; pass impl='triton' or CUDA tensors"
             )
-        resolved, impl = "dequant_fused", "triton"
+        if x2d.dtype == torch.float64:
+            raise TypeError(
+                "x: the Triton kernels take float32/float16/bfloat16, got torch.float64"
+            )
+        resolved, impl = backend, "triton"
     else:
         resolved, impl = _resolve(backend, impl, x2d)
 

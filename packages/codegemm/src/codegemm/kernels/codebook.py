@@ -7,6 +7,9 @@
   memory (fp32).
 - ``_psumbook_gather_kernel``: per (row block, token block), codes gather and add entries of P,
   the sum over each scale group is scaled once, no atomics (deterministic).
+- ``_psumbook_splitk_kernel``: the fused kernel of ``codegemm.cu``: per (row block, K-slice,
+  token), build the slice's table in registers, gather it with ``tl.gather``, scale once, and
+  ``tl.atomic_add`` into a zeroed fp32 output (split-K; summation order varies run to run).
 
 Imported lazily by :mod:`codegemm.ops`; never at package import.
 """
@@ -205,6 +208,56 @@ def _psumbook_gather_kernel(
     )
 
 
+@triton.jit
+def _psumbook_splitk_kernel(
+    x_ptr,
+    codes_ptr,
+    codebooks_ptr,
+    scales_ptr,
+    out_ptr,
+    M,
+    num_vectors,
+    num_groups,
+    group_size,
+    stride_xn,
+    stride_on,
+    m: tl.constexpr,
+    C: tl.constexpr,
+    v: tl.constexpr,
+    TILE_K: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+):
+    pid_m = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    n = tl.program_id(2).to(tl.int64)
+    VECTORS: tl.constexpr = TILE_K // v
+    # table rows (sub-vector jj of the slice, codebook k), row index jj*m + k
+    slot = tl.arange(0, VECTORS * m)
+    vec = pid_k * VECTORS + slot // m
+    book = slot % m
+    centroid = tl.arange(0, C)
+    table = tl.zeros((VECTORS * m, C), dtype=tl.float32)
+    for d in tl.static_range(v):
+        xv = tl.load(x_ptr + n * stride_xn + vec * v + d).to(tl.float32)
+        bv = tl.load(codebooks_ptr + (book[:, None] * C + centroid[None, :]) * v + d).to(tl.float32)
+        table += xv[:, None] * bv
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rmask = rows < M
+    code = tl.load(
+        codes_ptr + (rows[None, :].to(tl.int64) * num_vectors + vec[:, None]) * m + book[:, None],
+        mask=rmask[None, :],
+        other=0,
+    ).to(tl.int32)
+    part = tl.sum(tl.gather(table, code, axis=1), axis=0)  # [BLOCK_M]
+    # TILE_K divides g, so the whole slice shares one scale per row
+    scale = tl.load(
+        scales_ptr + rows.to(tl.int64) * num_groups + (pid_k * TILE_K) // group_size,
+        mask=rmask,
+        other=0.0,
+    )
+    tl.atomic_add(out_ptr + n * stride_on + rows, part * scale.to(tl.float32), mask=rmask)
+
+
 def _pow2_at_least(n: int, low: int, high: int) -> int:
     return max(low, min(high, triton.next_power_of_2(max(n, 1))))
 
@@ -350,3 +403,58 @@ def psumbook_matmul_triton(
         BLOCK_N=block_n,
     )
     return out
+
+
+def psumbook_splitk_triton(
+    x: torch.Tensor,
+    codes: torch.Tensor,
+    codebooks: torch.Tensor,
+    scales: torch.Tensor,
+    tile_k: int | None = None,
+    block_m: int = 128,
+) -> torch.Tensor:
+    """Fused split-K Psumbook (the ``codegemm.cu`` design): x ``[N, K]`` -> ``[N, M]`` (x's dtype).
+
+    Grid (row blocks, K/tile_k, N). ``tile_k`` (a power of two, a multiple of v, dividing g;
+    default: the official K_TILE_SIZE 32, halved until it divides g); m must be a power of two
+    (1 or 2 in the official format).
+    """
+    n, k = x.shape
+    rows, num_vectors, m = codes.shape
+    _, size, v = codebooks.shape
+    groups = scales.shape[1]
+    group = k // groups
+    if tile_k is None:
+        tile_k = 32
+        while tile_k > v and group % tile_k:
+            tile_k //= 2
+    if m & (m - 1):
+        raise ValueError(
+            f"codes: the split-K kernel needs a power-of-two number of codebooks, got m={m}"
+        )
+    if tile_k & (tile_k - 1) or tile_k % v or group % tile_k:
+        raise ValueError(
+            f"tile_k: expected a power of two, a multiple of v={v} and a divisor of g={group}, got {tile_k}"
+        )
+    out = torch.zeros(n, rows, dtype=torch.float32, device=x.device)
+    x = x.contiguous()
+    grid = (triton.cdiv(rows, block_m), k // tile_k, n)
+    _psumbook_splitk_kernel[grid](
+        x,
+        codes.contiguous(),
+        codebooks.contiguous(),
+        scales.contiguous(),
+        out,
+        rows,
+        num_vectors,
+        groups,
+        group,
+        x.stride(0),
+        out.stride(0),
+        m=m,
+        C=size,
+        v=v,
+        TILE_K=tile_k,
+        BLOCK_M=block_m,
+    )
+    return out.to(x.dtype)
