@@ -7,7 +7,10 @@ import torch.distributed as dist
 from neurips25_core.testing import assert_close
 
 
-@pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(), reason="needs torch.distributed with gloo")
+@pytest.mark.skipif(
+    not dist.is_available() or not dist.is_gloo_available(),
+    reason="needs torch.distributed with gloo",
+)
 def test_two_process_fsdp2_and_dtensor_steps_equal_the_single_process_step(tmp_path):
     from sinkgd._distributed_check import run_check, single_process_reference
 

@@ -1,11 +1,11 @@
 """The fast paths (batched torch, fused Triton under the interpreter) against the float64 reference."""
 
 import pytest
-import torch
-
 import sinkgd
-from neurips25_core.testing import assert_close, poisoned_empty, randn
+import torch
 from sinkgd import reference
+
+from neurips25_core.testing import assert_close, poisoned_empty, randn
 
 SHAPES = [(1, 1, 9), (1, 7, 1), (2, 13, 37), (3, 37, 21), (1, 70, 130)]
 
@@ -19,9 +19,13 @@ def ref_batched(g, num_iters=5):
 @pytest.mark.parametrize("num_iters", [1, 5])
 def test_torch_path_matches_reference(shape, num_iters):
     g = randn(*shape, seed=7)
-    assert_close(sinkgd.sr_sinkhorn(g, num_iters, backend="torch"), ref_batched(g, num_iters), rtol=1e-6)
+    assert_close(
+        sinkgd.sr_sinkhorn(g, num_iters, backend="torch"), ref_batched(g, num_iters), rtol=1e-6
+    )
     g64 = g.double()
-    assert_close(sinkgd.sr_sinkhorn(g64, num_iters, backend="torch"), ref_batched(g64, num_iters), rtol=1e-10)
+    assert_close(
+        sinkgd.sr_sinkhorn(g64, num_iters, backend="torch"), ref_batched(g64, num_iters), rtol=1e-10
+    )
 
 
 def test_torch_path_batches_over_several_leading_dims_and_noncontiguous_input():

@@ -4,13 +4,13 @@ import copy
 import math
 
 import pytest
-import torch
-from torch import nn
-
 import sinkgd
-from neurips25_core.testing import assert_close, randn
+import torch
 from sinkgd import reference
 from sinkgd.optim import sinkgd_update_
+from torch import nn
+
+from neurips25_core.testing import assert_close, randn
 
 
 def matrices(*shapes, seed=0, dtype=torch.float32):
@@ -59,7 +59,9 @@ def test_step_equals_reference_and_holds_no_state():
 
 def test_state_dict_round_trip_reproduces_the_next_step():
     params = matrices((6, 9), (9, 6))
-    opt = sinkgd.SinkGD([{"params": params[:1]}, {"params": params[1:], "lr": 0.05, "num_iters": 2}], lr=0.01)
+    opt = sinkgd.SinkGD(
+        [{"params": params[:1]}, {"params": params[1:], "lr": 0.05, "num_iters": 2}], lr=0.01
+    )
     set_grads(params, 1)
     opt.step()
     saved = copy.deepcopy(opt.state_dict())
@@ -78,7 +80,7 @@ def test_state_dict_round_trip_reproduces_the_next_step():
 def test_closure_grad_none_and_add_param_group():
     model = nn.Sequential(nn.Linear(5, 7, bias=False), nn.Linear(7, 3, bias=False))
     frozen = nn.Parameter(torch.ones(4, 4))
-    opt = sinkgd.SinkGD(list(model.parameters()) + [frozen], lr=0.01)
+    opt = sinkgd.SinkGD([*list(model.parameters()), frozen], lr=0.01)
     x = randn(6, 5, seed=1)
 
     def closure():
@@ -121,7 +123,9 @@ def test_bf16_parameters_are_updated_through_fp32():
     lr = 1e-3
     sinkgd.SinkGD([w16], lr=lr).step()
     assert w16.dtype == torch.bfloat16
-    expected = (w32.detach().bfloat16().float() - lr * reference.sr_sinkhorn(g.bfloat16().double()).float())
+    expected = (
+        w32.detach().bfloat16().float() - lr * reference.sr_sinkhorn(g.bfloat16().double()).float()
+    )
     # one rounding of the fp32 result to bf16, not a bf16 computation
     assert torch.equal(w16.detach(), expected.bfloat16())
 
@@ -203,7 +207,9 @@ def test_bad_input_raises_and_loses_nothing():
 def test_param_groups_on_a_tiny_llama_route_exactly_the_expected_names():
     from neurips25_core.models import tiny_llama, tiny_llama_config
 
-    model = tiny_llama(tiny_llama_config(hidden_size=32, num_layers=2, num_heads=4, intermediate_size=48))
+    model = tiny_llama(
+        tiny_llama_config(hidden_size=32, num_layers=2, num_heads=4, intermediate_size=48)
+    )
     groups = sinkgd.param_groups(model)
     assert [g["use_sinkgd"] for g in groups] == [True, False]
     matrix_names, adam_names = groups[0]["param_names"], groups[1]["param_names"]
@@ -211,17 +217,26 @@ def test_param_groups_on_a_tiny_llama_route_exactly_the_expected_names():
         f"model.layers.{i}.{m}"
         for i in range(2)
         for m in (
-            "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
-            "self_attn.o_proj.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight",
+            "self_attn.q_proj.weight",
+            "self_attn.k_proj.weight",
+            "self_attn.v_proj.weight",
+            "self_attn.o_proj.weight",
+            "mlp.gate_proj.weight",
+            "mlp.up_proj.weight",
+            "mlp.down_proj.weight",
         )
     ]
     assert sorted(matrix_names) == sorted(expected_matrix)
     expected_adam = ["model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"] + [
-        f"model.layers.{i}.{n}" for i in range(2) for n in ("input_layernorm.weight", "post_attention_layernorm.weight")
+        f"model.layers.{i}.{n}"
+        for i in range(2)
+        for n in ("input_layernorm.weight", "post_attention_layernorm.weight")
     ]
     assert sorted(adam_names) == sorted(expected_adam)
     # tied embeddings appear once
-    tied = tiny_llama(tiny_llama_config(hidden_size=32, num_layers=1, num_heads=4, tie_word_embeddings=True))
+    tied = tiny_llama(
+        tiny_llama_config(hidden_size=32, num_layers=1, num_heads=4, tie_word_embeddings=True)
+    )
     names = [n for g in sinkgd.param_groups(tied) for n in g["param_names"]]
     assert len(names) == len(set(names)) == len(list(tied.parameters()))
 
@@ -229,7 +244,9 @@ def test_param_groups_on_a_tiny_llama_route_exactly_the_expected_names():
 def test_hybrid_state_is_adam_only_and_matches_torch_adamw():
     model = TinyMLP()
     twin = copy.deepcopy(model)
-    opt = sinkgd.SinkGDWithAdam(sinkgd.param_groups(model), lr=0.02, sinkgd_scale=0.05, weight_decay=0.01)
+    opt = sinkgd.SinkGDWithAdam(
+        sinkgd.param_groups(model), lr=0.02, sinkgd_scale=0.05, weight_decay=0.01
+    )
     adam_names = {"embed.weight", "up.bias", "norm.weight", "norm.bias", "lm_head.weight"}
     tw = dict(twin.named_parameters())
     torch_adam = torch.optim.AdamW([tw[n] for n in sorted(adam_names)], lr=0.02, weight_decay=0.01)
@@ -297,14 +314,20 @@ def test_hybrid_group_checks():
 def test_swan_grad_norm_and_whitening():
     from sinkgd.swan import grad_norm_torch, newton_schulz_polar
 
-    g = randn(24, 40, seed=70, dtype=torch.float64) * torch.linspace(0.1, 3, 24, dtype=torch.float64)[:, None] + 2
+    g = (
+        randn(24, 40, seed=70, dtype=torch.float64)
+        * torch.linspace(0.1, 3, 24, dtype=torch.float64)[:, None]
+        + 2
+    )
     normed = grad_norm_torch(g)
     assert normed.mean(dim=1).abs().max() < 1e-12
     assert (normed.pow(2).mean(dim=1).sqrt() - 1).abs().max() < 1e-12
     assert_close(normed, reference.grad_norm(g), rtol=1e-12)
     polar = reference.polar_factor(normed)
     assert_close(newton_schulz_polar(normed, steps=40), polar, rtol=1e-8)
-    assert_close(newton_schulz_polar(normed.T.contiguous(), steps=40), polar.T, rtol=1e-8)  # tall input
+    assert_close(
+        newton_schulz_polar(normed.T.contiguous(), steps=40), polar.T, rtol=1e-8
+    )  # tall input
     # fp32, default steps: close to the polar factor on this well-conditioned matrix
     assert_close(newton_schulz_polar(normed.float(), steps=25), polar, rtol=1e-4)
 

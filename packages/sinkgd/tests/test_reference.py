@@ -1,13 +1,14 @@
 """The SR-Sinkhorn fixed point, as the paper states it, checked on the float64 reference and the torch path."""
 
+import itertools
 import math
 
 import pytest
-import torch
-
 import sinkgd
-from neurips25_core.testing import assert_close, randn
+import torch
 from sinkgd import reference
+
+from neurips25_core.testing import assert_close, randn
 
 SHAPES = [(1, 7), (9, 1), (5, 5), (13, 37), (64, 64), (130, 47)]
 
@@ -30,7 +31,11 @@ def row_dev(x):
 @pytest.mark.parametrize("backend", ["reference", "torch"])
 def test_column_norms_and_frobenius_are_exact(shape, kind, backend):
     m, n = shape
-    g = randn(m, n, seed=3, dtype=torch.float64) if kind == "gaussian" else lognormal_scaled(m, n, 3)
+    g = (
+        randn(m, n, seed=3, dtype=torch.float64)
+        if kind == "gaussian"
+        else lognormal_scaled(m, n, 3)
+    )
     x = sinkgd.sr_sinkhorn(g.float(), num_iters=5, backend=backend)
     assert x.dtype == torch.float32
     col = x.double().norm(dim=0)
@@ -44,7 +49,7 @@ def test_row_norms_converge_on_gaussian_inputs(shape):
     devs = [row_dev(reference.sr_sinkhorn(g, num_iters=L)) for L in (1, 2, 3, 5, 10, 50)]
     assert devs[3] <= 1e-4, devs  # L = 5
     assert devs[-1] <= 1e-5, devs  # L = 50
-    for a, b in zip(devs, devs[1:]):
+    for a, b in itertools.pairwise(devs):
         assert b <= a * (1 + 1e-9) + 1e-15, devs  # non-increasing in L
     # the torch fp32 path sees the same convergence
     assert row_dev(sinkgd.sr_sinkhorn(g.float(), num_iters=5, backend="torch").double()) <= 1e-4
@@ -112,10 +117,19 @@ def test_hand_computed_3x4_step():
     opt = sinkgd.SinkGD([w], lr=0.1, num_iters=1, weight_decay=0.5)
     opt.step()
     # decoupled decay: W (1 − 0.1·0.5) − 0.1·X
-    assert_close(w.detach(), 0.95 * torch.ones(3, 4, dtype=torch.float64) - 0.1 * expected_x, rtol=1e-15)
+    assert_close(
+        w.detach(), 0.95 * torch.ones(3, 4, dtype=torch.float64) - 0.1 * expected_x, rtol=1e-15
+    )
     # a dense 2×2 with L = 1: rows [3,4]/5·√2 and [1,0]·√2, then columns to √2
     g2 = torch.tensor([[3.0, 4.0], [1.0, 0.0]], dtype=torch.float64)
     r = torch.tensor([[0.6, 0.8], [1.0, 0.0]], dtype=torch.float64) * math.sqrt(2)
     expected2 = r / r.norm(dim=0, keepdim=True) * math.sqrt(2)
     assert_close(sinkgd.sr_sinkhorn(g2, num_iters=1, backend="torch"), expected2, rtol=1e-15)
-    assert_close(expected2, torch.tensor([[0.6 / math.sqrt(1.36), 1.0], [1 / math.sqrt(1.36), 0.0]], dtype=torch.float64) * math.sqrt(2), rtol=1e-15)
+    assert_close(
+        expected2,
+        torch.tensor(
+            [[0.6 / math.sqrt(1.36), 1.0], [1 / math.sqrt(1.36), 0.0]], dtype=torch.float64
+        )
+        * math.sqrt(2),
+        rtol=1e-15,
+    )

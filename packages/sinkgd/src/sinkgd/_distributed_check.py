@@ -20,7 +20,11 @@ MATRIX_SHAPE = (9, 13)  # odd both ways: uneven shards along either dimension
 def _model() -> nn.Module:
     torch.manual_seed(0)
     return nn.Sequential(
-        nn.Linear(6, 7), nn.LayerNorm(7), nn.Tanh(), nn.Linear(7, 5, bias=False), nn.Linear(5, 9, bias=False)
+        nn.Linear(6, 7),
+        nn.LayerNorm(7),
+        nn.Tanh(),
+        nn.Linear(7, 5, bias=False),
+        nn.Linear(5, 9, bias=False),
     )
 
 
@@ -37,7 +41,9 @@ def _matrix_and_grads() -> tuple[torch.Tensor, list[torch.Tensor]]:
 def _optimizer(model: nn.Module):
     import sinkgd
 
-    return sinkgd.SinkGDWithAdam(sinkgd.param_groups(model), lr=0.02, sinkgd_scale=0.5, weight_decay=0.01)
+    return sinkgd.SinkGDWithAdam(
+        sinkgd.param_groups(model), lr=0.02, sinkgd_scale=0.5, weight_decay=0.01
+    )
 
 
 def single_process_reference() -> dict[str, list[torch.Tensor]]:
@@ -70,7 +76,9 @@ def _worker(rank: int, world_size: int, init_file: str, out_path: str) -> None:
 
     import sinkgd
 
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world_size)
+    dist.init_process_group(
+        "gloo", init_method=f"file://{init_file}", rank=rank, world_size=world_size
+    )
     try:
         mesh = init_device_mesh("cpu", (world_size,))
         model = _model()

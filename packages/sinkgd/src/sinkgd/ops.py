@@ -20,7 +20,9 @@ _TRITON_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 def check_num_iters(num_iters: object, name: str = "num_iters") -> int:
     """``num_iters`` must be an int ≥ 1 (bool rejected)."""
     if isinstance(num_iters, bool) or not isinstance(num_iters, numbers.Integral):
-        raise TypeError(f"{name}: expected an int >= 1, got {type(num_iters).__name__} {num_iters!r}")
+        raise TypeError(
+            f"{name}: expected an int >= 1, got {type(num_iters).__name__} {num_iters!r}"
+        )
     if num_iters < 1:
         raise ValueError(f"{name}: expected an int >= 1, got {num_iters}")
     return int(num_iters)
@@ -71,7 +73,9 @@ def sr_sinkhorn(
     if not grad.is_floating_point():
         raise TypeError(f"grad: expected a floating-point tensor, got dtype {grad.dtype}")
     if grad.ndim < 2:
-        raise ValueError(f"grad: expected a (..., m, n) tensor with ndim >= 2, got shape {tuple(grad.shape)}")
+        raise ValueError(
+            f"grad: expected a (..., m, n) tensor with ndim >= 2, got shape {tuple(grad.shape)}"
+        )
     num_iters = check_num_iters(num_iters)
     eps = check_eps(eps)
     if backend not in BACKENDS:
@@ -97,7 +101,9 @@ def sr_sinkhorn(
             f"backend: 'triton' needs a CUDA tensor (or TRITON_INTERPRET=1), got device {grad.device}"
         )
     if grad.dtype not in _TRITON_DTYPES:
-        raise TypeError(f"grad: backend 'triton' supports float32/bfloat16/float16, got {grad.dtype}")
+        raise TypeError(
+            f"grad: backend 'triton' supports float32/bfloat16/float16, got {grad.dtype}"
+        )
     from .kernels.sinkhorn import sr_sinkhorn_triton
 
     return sr_sinkhorn_triton(grad, num_iters, eps)

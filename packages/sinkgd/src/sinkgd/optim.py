@@ -53,7 +53,9 @@ _LOW_PRECISION = (torch.bfloat16, torch.float16)
 def _check_lr(lr: object, name: str = "lr") -> float | torch.Tensor:
     if isinstance(lr, torch.Tensor):
         if lr.numel() != 1:
-            raise ValueError(f"{name}: expected a float or a one-element tensor, got shape {tuple(lr.shape)}")
+            raise ValueError(
+                f"{name}: expected a float or a one-element tensor, got shape {tuple(lr.shape)}"
+            )
         if float(lr) < 0:
             raise ValueError(f"{name}: expected >= 0, got {float(lr)}")
         return lr
@@ -128,7 +130,9 @@ def _normalize(
 ) -> torch.Tensor:
     """SR-Sinkhorn of a ``(..., m, n)`` local gradient in ``out_dtype`` (no checks)."""
     use_triton = backend == "triton" or (
-        backend == "auto" and grad.is_cuda and grad.dtype in (torch.float32, torch.bfloat16, torch.float16)
+        backend == "auto"
+        and grad.is_cuda
+        and grad.dtype in (torch.float32, torch.bfloat16, torch.float16)
     )
     if use_triton:
         from neurips25_core.device import triton_available
@@ -205,7 +209,9 @@ def sinkgd_update_(
                 buckets[(tuple(g.shape), g.dtype, g.device)].append(i)
         for idx in buckets.values():
             stacked = torch.stack([grads[i] for i in idx]) if len(idx) > 1 else grads[idx[0]][None]
-            updates = _normalize(stacked, num_iters, eps, backend, accumulation_dtype(stacked.dtype))
+            updates = _normalize(
+                stacked, num_iters, eps, backend, accumulation_dtype(stacked.dtype)
+            )
             for j, i in enumerate(idx):
                 _apply_update(params[i], updates[j], lr, weight_decay)
         pairs = [(params[i], grads[i]) for i in rest]
@@ -236,7 +242,9 @@ def swan_update_(
     """Functional SWAN step over lists of matrices (used by :class:`SWAN`)."""
     for p, g in zip(params, grads):
         if is_dtensor(g):
-            raise ValueError("params: SWAN does not support DTensor (sharded) parameters; use SinkGD")
+            raise ValueError(
+                "params: SWAN does not support DTensor (sharded) parameters; use SinkGD"
+            )
         _apply_update(p, swan_direction_torch(g, ns_steps, eps, rescale), lr, weight_decay)
 
 
@@ -259,8 +267,12 @@ def _adamw_update_(group: dict[str, Any], state: dict[torch.Tensor, dict[str, An
         moment_dtype = torch.float32 if p.dtype in _LOW_PRECISION else p.dtype
         if len(st) == 0:
             st["step"] = torch.tensor(0.0, dtype=torch.float32)
-            st["exp_avg"] = torch.zeros_like(p, dtype=moment_dtype, memory_format=torch.preserve_format)
-            st["exp_avg_sq"] = torch.zeros_like(p, dtype=moment_dtype, memory_format=torch.preserve_format)
+            st["exp_avg"] = torch.zeros_like(
+                p, dtype=moment_dtype, memory_format=torch.preserve_format
+            )
+            st["exp_avg_sq"] = torch.zeros_like(
+                p, dtype=moment_dtype, memory_format=torch.preserve_format
+            )
         st["step"] += 1
         step = float(st["step"])
         target = _local(p)
@@ -548,7 +560,9 @@ class _MatrixWithAdam(Optimizer):
             "weight_decay": _check_nonneg(weight_decay, "weight_decay"),
         }
         self._matrix_defaults = {
-            "lr": _check_lr(matrix_scale * lr) if not isinstance(lr, torch.Tensor) else lr * matrix_scale,
+            "lr": _check_lr(matrix_scale * lr)
+            if not isinstance(lr, torch.Tensor)
+            else lr * matrix_scale,
             "eps": check_eps(eps),
             "weight_decay": _check_nonneg(weight_decay, "weight_decay"),
             **matrix_defaults,
@@ -587,7 +601,9 @@ class _MatrixWithAdam(Optimizer):
                 self.param_groups.pop()
                 raise
 
-    def _matrix_step(self, group: dict[str, Any], pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+    def _matrix_step(
+        self, group: dict[str, Any], pairs: list[tuple[torch.Tensor, torch.Tensor]]
+    ) -> None:
         raise NotImplementedError
 
     @torch.no_grad()
@@ -654,13 +670,19 @@ class SinkGDWithAdam(_MatrixWithAdam):
             groups,
             lr,
             sinkgd_scale,
-            {"num_iters": check_num_iters(num_iters), "foreach": foreach, "backend": _check_backend(backend)},
+            {
+                "num_iters": check_num_iters(num_iters),
+                "foreach": foreach,
+                "backend": _check_backend(backend),
+            },
             betas,
             eps,
             weight_decay,
         )
 
-    def _matrix_step(self, group: dict[str, Any], pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+    def _matrix_step(
+        self, group: dict[str, Any], pairs: list[tuple[torch.Tensor, torch.Tensor]]
+    ) -> None:
         foreach = group["foreach"]
         if foreach is None:
             foreach = all(p.is_cuda for p, _ in pairs)
@@ -713,7 +735,9 @@ class SWANWithAdam(_MatrixWithAdam):
             weight_decay,
         )
 
-    def _matrix_step(self, group: dict[str, Any], pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+    def _matrix_step(
+        self, group: dict[str, Any], pairs: list[tuple[torch.Tensor, torch.Tensor]]
+    ) -> None:
         swan_update_(
             [p for p, _ in pairs],
             [g for _, g in pairs],

@@ -107,7 +107,10 @@ def _scale_output_kernel(
     mask = row_mask[:, None] & col_mask[None, :]
     b64 = batch.to(tl.int64)
     g = tl.load(
-        g_ptr + b64 * stride_gb + rows.to(tl.int64)[:, None] * stride_gm + cols[None, :] * stride_gn,
+        g_ptr
+        + b64 * stride_gb
+        + rows.to(tl.int64)[:, None] * stride_gm
+        + cols[None, :] * stride_gn,
         mask=mask,
         other=0.0,
     ).to(tl.float32)
@@ -115,7 +118,10 @@ def _scale_output_kernel(
     c = tl.load(c_ptr + b64 * N + cols, mask=col_mask, other=0.0)
     out = g * r[:, None] * c[None, :]
     tl.store(
-        out_ptr + b64 * stride_ob + rows.to(tl.int64)[:, None] * stride_om + cols[None, :] * stride_on,
+        out_ptr
+        + b64 * stride_ob
+        + rows.to(tl.int64)[:, None] * stride_om
+        + cols[None, :] * stride_on,
         out.to(out_ptr.dtype.element_ty),
         mask=mask,
     )
