@@ -416,6 +416,38 @@ def scan_speed(ctx: Context) -> None:
                 + " | RSS "
                 + ", ".join(f"{k} {v[-1]:.0f} MiB" for k, v in memory.items())
             )
+    # The other regime: a training-sized batch, where the work (not per-op overhead) dominates and
+    # the O(L·N·log L) parallel scan loses to the O(L·N) loop on a CPU.
+    with _one_thread():
+        big = {}
+        g = torch.Generator().manual_seed(0)
+        bb_, ll_, nn_ = 64, 256, 64
+        p = torch.randint(0, nn_, (bb_, ll_, nn_), generator=g)
+        d = torch.polar(
+            0.9 * torch.rand(bb_, ll_, nn_, generator=g), torch.rand(bb_, ll_, nn_, generator=g)
+        )
+        b = torch.randn(bb_, ll_, nn_, dtype=torch.complex64, generator=g)
+        for backend in ("sequential", "torch"):
+            dd, bb = d.clone().requires_grad_(), b.clone().requires_grad_()
+            big[backend] = time_fn(
+                lambda backend=backend, p=p, dd=dd, bb=bb: _scan_step(backend, p, dd, bb),
+                warmup=1,
+                repeats=3,
+            ).median
+        ctx.record(
+            "fwd_bwd_time",
+            big["torch"],
+            "s",
+            baseline="sequential",
+            baseline_value=big["sequential"],
+            scan="torch",
+            N=nn_,
+            B=bb_,
+            L=ll_,
+        )
+        ctx.log(
+            f"  B={bb_} L={ll_} N={nn_}: sequential {big['sequential'] * 1e3:.0f} ms, torch parallel {big['torch'] * 1e3:.0f} ms"
+        )
     plot_lines(
         sizes,
         {k: [v * 1e3 for v in vs] for k, vs in times.items()},

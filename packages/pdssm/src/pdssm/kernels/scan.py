@@ -1,16 +1,25 @@
-"""Triton PD scan: one program per sequence, sequential over time, the state in registers.
+"""Triton PD scan kernels: the state of one sequence lives in registers, complex as float32 pairs.
 
 Complex numbers travel as interleaved float32 pairs (``torch.view_as_real``). Each step applies
 ``x ← A_t x + b_t``:
 
 * column orientation, ``x'[m] = Σ_{n: p[n] = m} d[n]·x[n]``: a scatter-add, written as a masked
-  row sum over an (N, N) register tile, ``x'[m] = Σ_n [p[n] = m]·y[n]``. O(N²) per step in
-  registers, which is fine up to N ≈ 128 and is what makes collisions (merges) add correctly
-  without atomics;
+  row sum over an (N, N) register tile, ``x'[m] = Σ_n [p[n] = m]·y[n]``. O(N²) compare-selects per
+  step in registers, fine up to N ≈ 128, and collisions (merges) add correctly without atomics;
 * row orientation, ``x'[m] = d[m]·x[q[m]]``: the same masked sum with the roles swapped (a gather).
 
+Two schedules:
+
+* ``chunk=None``: one program per sequence walks all L steps (``backend="triton"``);
+* chunked three-phase scan (``backend="triton_chunked"``): (1) per (sequence, chunk), compose the
+  chunk's transitions into one PD map — PD matrices are closed under products, so this stays
+  O(N) in memory — and its zero-start offset; (2) per sequence, scan the L/chunk summaries for each
+  chunk's incoming state; (3) per (sequence, chunk), replay the chunk from that state, writing the
+  states. ``tl.associative_scan`` cannot express the cross-lane gather of the combine, hence the
+  explicit phases.
+
 The backward of one orientation is the reverse-time scan of the other (see :mod:`pdssm.ops`), so
-this one kernel serves forward and backward.
+the same kernels serve forward and backward.
 """
 
 from __future__ import annotations
