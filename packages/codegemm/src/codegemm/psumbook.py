@@ -1,11 +1,14 @@
 """Batched torch implementations used on CPU: dequantize-then-matmul (the baseline) and the Psumbook GEMM.
 
 Psumbook (the method). For a K-tile of ``t`` inputs, the table of every centroid's inner product
-with every activation sub-vector, ``P[j, k, c, n] = ⟨x[n, jv:(j+1)v], B_k[c]⟩`` (``t/v · m · C``
-rows of N values), is one small batched matmul. The codes then pick rows of it:
+with every activation sub-vector, ``P[k, c, j, n] = ⟨x[n, jv:(j+1)v], B_k[c]⟩`` (``m · C · t/v``
+rows of N values), is one GEMM: the flattened codebooks ``[m·C, v]`` times the tile's sub-vectors
+``[v, t/v · N]`` (rows ordered (k, c, j) so that no transpose follows; a batched matmul in the
+(j, k, c) order was 4-10× slower for N <= 4). The codes then pick rows of it:
 ``F.embedding_bag(mode="sum")`` with one bag per (output row, scale segment) adds the
-``m · segment/v`` selected N-vectors, and the per-group scales are applied once per bag. The bag indices (code + offset of its (j, k) block) depend only on the codes, so
-a :class:`PsumbookPlan` computes them once per layer and modules cache it. The default K-tile is
+``m · segment/v`` selected N-vectors, and the per-group scales are applied once per bag. The bag
+indices (``(k·C + code)·t/v + j``) depend only on the codes, so a :class:`PsumbookPlan` computes
+them once per layer and modules cache it. The default K-tile is
 1024 inputs (a 256 KiB table per token for m2v8): on the benchmark CPU one tile over all of K
 (1 MiB per token at K = 4096) was 2× slower at N = 16 and no faster at N = 1.
 
@@ -127,7 +130,7 @@ class PsumbookPlan:
         tile: inputs per K-tile (the last tile may be shorter).
         segment: inputs per bag, ``min(g, tile)``; one scale per bag.
         bounds: ``(k0, k1)`` of every tile.
-        indices: per tile, int32 ``[M * segments, m * segment / v]``: row ``(j - j0)·m·C + k·C + code``
+        indices: per tile, int32 ``[M * segments, m * segment / v]``: row ``(k·C + code)·J_t + (j − j0)``
             of the tile's table for each code in the bag.
         groups: per tile, int64 ``[segments]``: the scale group of each segment.
         rebuild: int32 ``[M·K/v, m]`` for the dequant baseline (:func:`rebuild_index`), so both
@@ -159,9 +162,10 @@ def make_plan(
     for k0 in range(0, k, tile):
         k1 = min(k0 + tile, k)
         j0, j1 = k0 // vector_size, k1 // vector_size
-        local = torch.arange(j1 - j0, device=device, dtype=torch.int32).view(-1, 1) * m
-        block = (local + torch.arange(m, device=device, dtype=torch.int32)) * codebook_size
-        index = codes[:, j0:j1, :].to(torch.int32) + block  # [M, J_t, m]
+        vectors = j1 - j0
+        local = torch.arange(vectors, device=device, dtype=torch.int32).view(-1, 1)
+        book = torch.arange(m, device=device, dtype=torch.int32) * codebook_size
+        index = (codes[:, j0:j1, :].to(torch.int32) + book) * vectors + local  # [M, J_t, m]
         segments = (k1 - k0) // segment
         bounds.append((k0, k1))
         indices.append(index.reshape(rows * segments, -1).contiguous())
@@ -193,13 +197,9 @@ def psumbook_matmul(
     out = None
     for (k0, k1), index, groups in zip(plan.bounds, plan.indices, plan.groups):
         vectors = (k1 - k0) // v
-        if n == 1:
-            # [J_t, m·C] is already the (j, k, c) row order with a single column.
-            table = (x[:, k0:k1].reshape(vectors, v) @ flat.t()).reshape(-1, 1)
-        else:
-            # [J_t, v, N]: one (v × N) activation block per sub-vector position.
-            x_tile = x[:, k0:k1].reshape(n, vectors, v).permute(1, 2, 0)
-            table = torch.matmul(flat, x_tile).reshape(vectors * m * size, n)  # rows (j, k, c)
+        # [v, J_t·N]: column (j, n) is sub-vector j of token n
+        x_tile = x[:, k0:k1].reshape(n, vectors, v).permute(2, 1, 0).reshape(v, vectors * n)
+        table = (flat @ x_tile).view(m * size * vectors, n)  # rows (k, c, j)
         bags = F.embedding_bag(index, table, mode="sum").view(rows, groups.numel(), n)
         # one multiply per (row, scale group, token), then the sum over the tile's groups
         part = (bags * scales[:, groups].unsqueeze(-1)).sum(dim=1)
