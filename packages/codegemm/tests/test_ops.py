@@ -44,6 +44,21 @@ def test_torch_psumbook_k_tiles(rows, k, m, v, bits, g, tile_k):
     assert_close(y, codebook_matmul_reference(x, codes, books, scales), rtol=2e-6)
 
 
+def test_torch_dequant_row_blocks():
+    """The baseline rebuilds Ŵ in row blocks; M = 37 is not a multiple of the block."""
+    from codegemm.psumbook import dequant_matmul, rebuild_index
+
+    codes, books, scales = random_format(37, 128, 2, 8, 8, 64, seed=4)
+    x = randn(3, 128, seed=5)
+    ref = codebook_matmul_reference(x, codes, books, scales)
+    for block in (1, 8, 36, 64):
+        assert_close(
+            dequant_matmul(x, codes, books, scales, rebuild_index(codes, 256), row_block=block),
+            ref,
+            rtol=2e-6,
+        )
+
+
 def test_resolve_tile():
     assert resolve_tile(4096, 8, 128, 300) == 256
     assert resolve_tile(4096, 8, 128, 48) == 32
