@@ -136,7 +136,9 @@ def _log_run(ctx: Context, row: dict[str, Any]) -> None:
     ctx.log("  " + " ".join(parts))
 
 
-def _pareto_plot(points: dict[str, list[tuple[float, float]]], path, title: str) -> None:
+def _pareto_plot(
+    points: dict[str, list[tuple[float, float]]], path, title: str, series_note: str = ""
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -153,7 +155,7 @@ def _pareto_plot(points: dict[str, list[tuple[float, float]]], path, title: str)
     ax.set_ylabel("validation bits/byte (QAT)")
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
-    ax.legend()
+    ax.legend(title=series_note or None, title_fontsize="small")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
@@ -208,6 +210,7 @@ def qat_reproduction(ctx: Context) -> None:
         )
         front.setdefault("FP (16-bit)", []).append((fp["size_bits"] / 8e6, fp["qat_bpb"]))
         changes = []
+        runs: dict[float, dict[str, Any]] = {}
         for bits in QAT_BITS:
             low = bits <= 2
             steps = recipe["steps_low"] if low else recipe["steps_high"]
@@ -282,45 +285,77 @@ def qat_reproduction(ctx: Context) -> None:
             # The paper's convention: b bits per weight (ternary log2 3), not our 2-bit ternary storage.
             front.setdefault(_label(bits), []).append((r["arith_size_bits"] / 8e6, r["qat_bpb"]))
             changes.append(r["weight_change"])
+            runs[bits] = {"steps": steps, "lr": lr, **r}
         change_by_width[f"width {width}"] = changes
         if not ctx.quick and width == 128:
-            # Equal-steps variant: ≤2-bit with the 3/4-bit budget (steps and LR).
-            for bits in (2, 1.58, 1):
+            _equal_budgets(ctx, base, corpus, recipe, fp, runs, width)
+    _pareto_plot(front, ctx.path("pareto.png"), f"ParetoQ reduced reproduction ({ctx.mode})")
+    plot_bars([_label(b) for b in QAT_BITS], change_by_width, ctx.path("weight_change.png"),
+              ylabel="‖W_qat − W_fp‖ / ‖W_fp‖", title="Relative latent-weight change after QAT")  # fmt: skip
+
+
+def _equal_budgets(ctx: Context, base, corpus, recipe, fp_long, runs, width: int) -> None:
+    """Every bit width (and FP) under both recipes, so widths compare at the same steps and LR."""
+    eb = recipe["eval_batches"]
+    budgets = {
+        f"{recipe['steps_high']} steps @ {recipe['lr_high']:g}": (
+            recipe["steps_high"],
+            recipe["lr_high"],
+        ),
+        f"{recipe['steps_low']} steps @ {recipe['lr_low']:g}": (
+            recipe["steps_low"],
+            recipe["lr_low"],
+        ),
+    }
+    all_bits = (16, *QAT_BITS)
+    curves: dict[str, list[tuple[float, float]]] = {}
+    changes: dict[str, list[float]] = {}
+    for name, (steps, lr) in budgets.items():
+        for bits in all_bits:
+            if bits == 16 and steps == recipe["steps_low"]:
+                r = fp_long
+            elif bits < 16 and runs[bits]["steps"] == steps:
+                r = runs[bits]
+            else:
                 r = _qat_run(
                     base,
                     corpus,
                     bits,
-                    recipe["steps_high"],
-                    recipe["lr_high"],
+                    steps,
+                    lr,
                     eb,
                     seed=1,
-                    desc=f"QAT {_label(bits)} equal steps",
+                    desc=f"{_label(bits)} w{width} {name}",
                     eval_packed=False,
                 )
                 _log_run(
                     ctx,
                     {
-                        "variant": "equal_steps",
+                        "variant": "equal_budget",
                         "width": width,
                         "bits": bits,
-                        "steps": recipe["steps_high"],
-                        "lr": recipe["lr_high"],
+                        "steps": steps,
+                        "lr": lr,
                         **r,
                     },
                 )
-                ctx.record("qat_bpb_equal_steps", r["qat_bpb"], "bits/byte", baseline="PTQ (RTN at init α)",
-                           baseline_value=r["ptq_bpb"], width=width, bits=bits, steps=recipe["steps_high"], lr=recipe["lr_high"])  # fmt: skip
-                ctx.record(
-                    "weight_change_equal_steps",
-                    r["weight_change"],
-                    "‖ΔW‖/‖W‖",
-                    width=width,
-                    bits=bits,
-                    steps=recipe["steps_high"],
-                )
-    _pareto_plot(front, ctx.path("pareto.png"), f"ParetoQ reduced reproduction ({ctx.mode})")
-    plot_bars([_label(b) for b in QAT_BITS], change_by_width, ctx.path("weight_change.png"),
-              ylabel="‖W_qat − W_fp‖ / ‖W_fp‖", title="Relative latent-weight change after QAT")  # fmt: skip
+            ctx.record("equal_budget_bpb", r["qat_bpb"], "bits/byte", baseline=None if bits == 16 else "PTQ (RTN at init α)",
+                       baseline_value=None if bits == 16 else r["ptq_bpb"], width=width, bits=bits, steps=steps, lr=lr)  # fmt: skip
+            ctx.record(
+                "equal_budget_weight_change",
+                r["weight_change"],
+                "‖ΔW‖/‖W‖",
+                width=width,
+                bits=bits,
+                steps=steps,
+                lr=lr,
+            )
+            curves.setdefault(name, []).append((r["arith_size_bits"] / 8e6, r["qat_bpb"]))
+            changes.setdefault(name, []).append(r["weight_change"])
+    _pareto_plot(curves, ctx.path("pareto_equal_budget.png"), f"Equal QAT budget per bit width (width {width})",
+                 series_note="each curve: FP, 4, 3, 2, 1.58, 1 bits (right to left)")  # fmt: skip
+    plot_bars([_label(b) for b in all_bits], changes, ctx.path("weight_change_equal_budget.png"),
+              ylabel="‖W_after − W_fp‖ / ‖W_fp‖", title=f"Latent-weight change at equal budget (width {width})")  # fmt: skip
 
 
 @SUITE.case("packed_matmul_cpu", kind="speed")
@@ -412,41 +447,3 @@ def model_size(ctx: Context) -> None:
                    bits=bits, hidden=config.hidden_size)  # fmt: skip
         ctx.record("packed_vs_arithmetic", stored / 8e6, "MB", baseline="arithmetic count", baseline_value=arith / 8e6,
                    bits=bits, hidden=config.hidden_size)  # fmt: skip
-
-
-@SUITE.case("fp_baseline_high_recipe", kind="quality", modes=("full",))
-def fp_baseline_high_recipe(ctx: Context) -> None:
-    """FP training continued with the 3/4-bit recipe (the matched baseline of the 3/4-bit QAT runs)."""
-    from neurips25_core.data import stdlib_corpus
-    from neurips25_core.models import evaluate_bpb, pretrained_tiny_llama, tiny_llama_config
-
-    recipe = FULL_RECIPE
-    corpus = stdlib_corpus()
-    eb = recipe["eval_batches"]
-    for width in FULL_WIDTHS:
-        base = pretrained_tiny_llama(None if width == 128 else tiny_llama_config(hidden_size=width))
-        fp_bpb = evaluate_bpb(base, corpus, num_batches=eb)
-        steps, lr = recipe["steps_high"], recipe["lr_high"]
-        fp = _qat_run(base, corpus, 16, steps, lr, eb, seed=1, desc=f"FP w{width} (3/4-bit recipe)")
-        _log_run(
-            ctx,
-            {
-                "variant": "fp_high_recipe",
-                "width": width,
-                "bits": 16,
-                "steps": steps,
-                "lr": lr,
-                **fp,
-            },
-        )
-        ctx.record("fp_continued_bpb", fp["qat_bpb"], "bits/byte", baseline="FP pretrained", baseline_value=fp_bpb,
-                   width=width, steps=steps, lr=lr)  # fmt: skip
-        ctx.record(
-            "weight_change",
-            fp["weight_change"],
-            "‖ΔW‖/‖W‖",
-            width=width,
-            bits=16,
-            steps=steps,
-            lr=lr,
-        )
