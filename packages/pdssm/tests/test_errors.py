@@ -106,6 +106,7 @@ def test_inputs_untouched_by_failing_call():
         ({"x0": "random"}, ValueError, "x0: expected one of"),
         ({"readout": "mlp"}, ValueError, "readout: expected one of"),
         ({"dropout": 1.5}, ValueError, "dropout"),
+        ({"backend": "cuda"}, ValueError, "backend: expected one of"),
     ],
 )
 def test_layer_arguments(kwargs, error, match):

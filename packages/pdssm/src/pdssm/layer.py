@@ -21,7 +21,7 @@ import math
 import torch
 from torch import nn
 
-from .ops import ORIENTATIONS, check_backend, pd_scan, scan_checked
+from .ops import BACKENDS, ORIENTATIONS, check_backend, pd_scan, scan_checked
 from .reference import dense_scan
 
 __all__ = ["PDSSM", "PDSSMLayer"]
@@ -101,10 +101,7 @@ class PDSSMLayer(nn.Module):
         self.d_generator = _choice("d_generator", d_generator, D_GENERATORS)
         self.x0 = _choice("x0", x0, INITIAL_STATES)
         self.readout_kind = _choice("readout", readout, READOUTS)
-        check_backend(
-            torch.empty(0, dtype=torch.complex64), backend if backend != "triton" else "auto"
-        )
-        self.backend = backend
+        self.backend = _choice("backend", backend, BACKENDS)
         _positive_int("hidden_multiple", hidden_multiple)
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout: expected a probability in [0, 1), got {dropout}")
