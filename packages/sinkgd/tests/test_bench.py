@@ -83,6 +83,7 @@ def test_gpu_script_runs_at_toy_size(tmp_path):
 def test_quality_case_aggregates_runs(mode, tmp_path, monkeypatch):
     """The quality case's sweep/seed/tokens-to-target bookkeeping, with training replaced by curves."""
     import sinkgd.bench as bench
+
     from neurips25_core.bench import Context
 
     def fake_train_one(name, lr, seed, steps, quick, batch_size, seq_len, evals):
@@ -90,8 +91,16 @@ def test_quality_case_aggregates_runs(mode, tmp_path, monkeypatch):
         speed = 2.0 if name == "sinkgd" else 1.0
         penalty = abs(math.log10(lr / 1e-3))
         curve = [(k * 1000, 4.0 - speed * k * 0.1 + penalty + 0.01 * seed) for k in range(1, 9)]
-        return {"name": name, "lr": lr, "seed": seed, "steps": steps, "val_loss": curve[-1][1],
-                "curve": curve, "tokens": 8000, "seconds": 0.0}
+        return {
+            "name": name,
+            "lr": lr,
+            "seed": seed,
+            "steps": steps,
+            "val_loss": curve[-1][1],
+            "curve": curve,
+            "tokens": 8000,
+            "seconds": 0.0,
+        }
 
     monkeypatch.setattr(bench, "train_one", fake_train_one)
     monkeypatch.setattr(bench, "QUICK_ADAMW_LRS", (1e-3, 3e-3))
