@@ -16,10 +16,10 @@ BACKENDS = ("auto", "psumbook", "psumbook_splitk", "dequant", "dequant_fused", "
 IMPLS = ("auto", "torch", "triton")
 
 # Largest number of tokens N for which backend="auto" picks psumbook over dequant, per device
-# type. CPU: the committed quick benchmark (results/, README) predicts 3.9 from its rate model and
-# measured crossovers of 2.1, >16 and 3.6 tokens on its three layers, so 4. CUDA: no GPU
-# measurement yet; 4 is the batch-1-style regime AQLM also uses (its kernels switch at 6 tokens).
-AUTO_CROSSOVER = {"cpu": 4, "cuda": 4}
+# type. CPU: the committed quick benchmark (results/, README) measured crossovers of 6.0, >16 and
+# 11.4 tokens on its three layers (best-of timings; its rate model predicts 3.8), so 6. CUDA: no
+# GPU measurement yet; 4 is the batch-1-style regime AQLM also uses (its kernels switch at 6).
+AUTO_CROSSOVER = {"cpu": 6, "cuda": 4}
 
 
 def _check_x(x: torch.Tensor, in_features: int, device: torch.device) -> None:
