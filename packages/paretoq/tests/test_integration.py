@@ -182,6 +182,10 @@ def test_model_size_bits_ternary_counts_log2_3():
     lin = nn.Sequential(nn.Linear(30, 10, bias=False))
     paretoq.quantize_(lin, 1.58)
     assert paretoq.model_size_bits(lin) == pytest.approx(300 * 1.5849625007211562 + 16 * 10)
+    paretoq.pack_(lin)
+    # 2-bit planes: K = 30 padded to 32 → 2 words per row; base 3: 6 bytes per row.
+    assert paretoq.model_size_bits(lin) == 10 * 2 * 32 + 16 * 10
+    assert paretoq.model_size_bits(lin, ternary_base3=True) == 10 * 6 * 8 + 16 * 10
 
 
 def test_pack_without_quant_linear_raises():

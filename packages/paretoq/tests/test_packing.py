@@ -158,3 +158,14 @@ def test_packed_matmul_bad_input():
         packing.pack_codes(torch.full((2, 3), 4), 2)
     with pytest.raises(ValueError, match="plane_bits"):
         packing.pack_codes(torch.zeros(2, 3, dtype=torch.int64), 3)
+
+
+@pytest.mark.parametrize(("n", "k"), [(4, 5), (3, 77), (2, 1)])
+def test_ternary_base3_round_trip(n, k):
+    codes = randint(0, 3, n, k, seed=k)
+    packed = packing.pack_ternary_base3(codes)
+    assert packed.dtype == torch.uint8 and packed.shape == (n, -(-k // 5))
+    assert int(packed.max()) <= 242
+    assert torch.equal(packing.unpack_ternary_base3(packed, k), codes)
+    with pytest.raises(ValueError, match="ternary codes"):
+        packing.pack_ternary_base3(torch.full((1, 3), 3))

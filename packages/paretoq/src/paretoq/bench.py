@@ -443,6 +443,10 @@ def model_size(ctx: Context) -> None:
         arith = paretoq.model_size_bits(model)
         paretoq.pack_(model)
         stored = paretoq.model_size_bits(model)
+        if bits == 1.58:
+            base3 = paretoq.model_size_bits(model, ternary_base3=True)
+            ctx.record("base3_model_size", base3 / 8e6, "MB", baseline="2-bit ternary planes", baseline_value=stored / 8e6,
+                       bits=bits, hidden=config.hidden_size)  # fmt: skip
         ctx.record("packed_model_size", stored / 8e6, "MB", baseline="16-bit model", baseline_value=fp_bits / 8e6,
                    bits=bits, hidden=config.hidden_size)  # fmt: skip
         ctx.record("packed_vs_arithmetic", stored / 8e6, "MB", baseline="arithmetic count", baseline_value=arith / 8e6,

@@ -33,10 +33,12 @@ __all__ = [
     "PLANES",
     "dequantize_packed",
     "pack_codes",
+    "pack_ternary_base3",
     "packed_matmul_torch",
     "plane_specs",
     "scale_and_zero",
     "unpack_codes",
+    "unpack_ternary_base3",
     "weight_to_codes",
 ]
 
@@ -224,3 +226,40 @@ def packed_matmul_torch(
     if bias is not None:
         y = y + bias.to(cdt)
     return y.to(x.dtype).reshape(*lead, n)
+
+
+def pack_ternary_base3(codes: torch.Tensor) -> torch.Tensor:
+    """Pack ternary codes ``(N, K)`` in {0, 1, 2} five per byte (base 3, 1.6 bits/weight, as llama.cpp TQ1_0).
+
+    Byte ``j`` of a row holds ``Σ_t c[5j + t]·3^t`` (≤ 242); K is padded with zeros to a multiple of
+    5. A storage/size format: the matmuls use the 2-bit planes.
+
+    Returns:
+        uint8 ``(N, ceil(K/5))``.
+    """
+    if codes.dim() != 2 or codes.is_floating_point():
+        raise ValueError(
+            f"codes: expected a 2-D integer tensor, got {codes.dtype} of shape {tuple(codes.shape)}"
+        )
+    if codes.numel() and (int(codes.min()) < 0 or int(codes.max()) > 2):
+        raise ValueError("codes: ternary codes must lie in {0, 1, 2}")
+    n, k = codes.shape
+    kp = -(-k // 5) * 5
+    c = torch.zeros(n, kp, dtype=torch.int64, device=codes.device)
+    c[:, :k] = codes
+    powers = torch.tensor([1, 3, 9, 27, 81], dtype=torch.int64, device=codes.device)
+    return (c.view(n, kp // 5, 5) * powers).sum(dim=-1).to(torch.uint8)
+
+
+def unpack_ternary_base3(packed: torch.Tensor, k: int) -> torch.Tensor:
+    """Inverse of :func:`pack_ternary_base3`: uint8 ``(N, ceil(K/5))`` → int64 codes ``(N, k)``."""
+    if packed.dtype != torch.uint8 or packed.dim() != 2:
+        raise ValueError(
+            f"packed: expected a 2-D uint8 tensor, got {packed.dtype} of shape {tuple(packed.shape)}"
+        )
+    v = packed.to(torch.int64)
+    digits = []
+    for _ in range(5):
+        digits.append(v % 3)
+        v = v // 3
+    return torch.stack(digits, dim=-1).reshape(packed.shape[0], -1)[:, :k]

@@ -147,7 +147,9 @@ def pack_(model: nn.Module, backend: str = "auto") -> nn.Module:
     return model
 
 
-def model_size_bits(model: nn.Module, param_bits: int | None = 16) -> float:
+def model_size_bits(
+    model: nn.Module, param_bits: int | None = 16, *, ternary_base3: bool = False
+) -> float:
     """Storage of ``model`` in bits.
 
     - ``PackedLinear``: the int32 words actually stored, plus its scales at ``param_bits``.
@@ -159,6 +161,8 @@ def model_size_bits(model: nn.Module, param_bits: int | None = 16) -> float:
         model: any module.
         param_bits: bits per full-precision value (16: a bf16 deployment); ``None`` uses each
             tensor's actual element size.
+        ternary_base3: count packed ternary layers in the base-3 storage format (8 bits per 5
+            weights, :func:`paretoq.packing.pack_ternary_base3`) instead of their 2-bit planes.
     """
 
     def fp_bits(t: torch.Tensor) -> int:
@@ -168,7 +172,10 @@ def model_size_bits(model: nn.Module, param_bits: int | None = 16) -> float:
     counted: set[int] = set()
     for m in model.modules():
         if isinstance(m, PackedLinear):
-            total += sum(p.numel() * 32 for p in m.planes) + fp_bits(m.scale)
+            if ternary_base3 and m.bits == 1.58:
+                total += m.out_features * -(-m.in_features // 5) * 8 + fp_bits(m.scale)
+            else:
+                total += sum(p.numel() * 32 for p in m.planes) + fp_bits(m.scale)
         elif isinstance(m, QuantLinear) and m.bits < 16:
             total += m.weight.numel() * bits_per_weight(m.bits) + fp_bits(m.alpha)
             counted.update({id(m.weight), id(m.alpha)})
