@@ -131,13 +131,17 @@ def test_triton_packed_matmul_equals_dequantized_reference(bits, k, m):
     assert_close(out3.reshape(m, 64), ref, rtol=1e-5)
 
 
+@pytest.mark.parametrize("backend", ["torch", "triton"])
 @pytest.mark.parametrize("bits", BITS)
-def test_packed_forward_equals_quant_linear(bits):
-    q = _quant_linear(40, 96, bits, seed=7)
-    x = randn(3, 5, 96, seed=8)
+def test_packed_forward_equals_quant_linear(bits, backend):
+    if backend == "triton" and not triton_usable():
+        pytest.skip("needs triton with a GPU or TRITON_INTERPRET=1")
+    device = "cuda" if (backend == "triton" and torch.cuda.is_available()) else "cpu"
+    q = _quant_linear(40, 96, bits, seed=7).to(device)
+    x = randn(3, 5, 96, seed=8, device=device)
     with torch.no_grad():
         y_q = q(x)
-        y_p = paretoq.PackedLinear.from_quant_linear(q, backend="torch")(x)
+        y_p = paretoq.PackedLinear.from_quant_linear(q, backend=backend)(x)
     assert_close(y_p, y_q, rtol=1e-5)
 
 
