@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 from pathlib import Path
 
@@ -125,6 +126,17 @@ def long_context_llama(
     return model
 
 
+@contextlib.contextmanager
+def single_thread():
+    """Quality cases run many small ops: one intra-op thread avoids OpenMP spin-waits on a shared CPU."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
 def bootstrap_ci(x, n: int = 2000, seed: int = 0) -> tuple[float, float, float]:
     """Mean and percentile-bootstrap 95 % CI of the mean of ``x``."""
     x = np.asarray(x, dtype=np.float64)
@@ -230,6 +242,11 @@ def _plot(ctx, budgets, stats, rows, key, fname, ylabel, title):
 @SUITE.case("attention_error", kind="quality")
 def attention_error(ctx: Context) -> None:
     """Quality A: attention-output error vs budget on the core's cached tiny Llama (stdlib bytes)."""
+    with single_thread(), torch.no_grad():
+        _attention_error(ctx)
+
+
+def _attention_error(ctx: Context) -> None:
     from neurips25_core.data import stdlib_corpus
 
     torch.manual_seed(0)
@@ -362,6 +379,11 @@ def attention_error(ctx: Context) -> None:
 @SUITE.case("retrieval", kind="quality")
 def retrieval(ctx: Context) -> None:
     """Quality B: key-value retrieval accuracy vs budget (tiny Llama trained here)."""
+    with single_thread():
+        _retrieval(ctx)
+
+
+def _retrieval(ctx: Context) -> None:
     from andpro.retrieval import RetrievalTask, load_or_train, retrieval_accuracy
 
     model, info, task = load_or_train(
@@ -371,7 +393,14 @@ def retrieval(ctx: Context) -> None:
     n = 256 if ctx.quick else 1024
     g = torch.Generator().manual_seed(4242)
     contexts, queries, answers = task.eval_batch(n, g)
-    rows = ["andpro", "attention", "snapkv_w32_max7", "knorm", "streaming_llm", "random"]
+    rows = [
+        "attention",
+        "andpro",
+        "snapkv_w32_max7",
+        "knorm",
+        "streaming_llm",
+        "random",
+    ]  # baseline first
     budgets = (40, 48, 64, 96)
     series = {}
     for aware in (True, False):
@@ -430,6 +459,11 @@ def retrieval(ctx: Context) -> None:
 @SUITE.case("overhead", kind="speed")
 def overhead(ctx: Context) -> None:
     """Speed: AnDPro and SnapKV scoring + selection per layer vs that layer's causal prefill attention."""
+    with single_thread():
+        _overhead(ctx)
+
+
+def _overhead(ctx: Context) -> None:
     torch.manual_seed(0)
     hq, hkv, d = 8, 2, 64
     lengths = (1024, 4096) if ctx.quick else (1024, 4096, 16384)
@@ -476,6 +510,11 @@ def overhead(ctx: Context) -> None:
 @SUITE.case("prefill_decode", kind="speed")
 def prefill_decode(ctx: Context) -> None:
     """Speed: model prefill with vs without the press, a decode step and cache bytes after compression."""
+    with single_thread():
+        _prefill_decode(ctx)
+
+
+def _prefill_decode(ctx: Context) -> None:
     from transformers import DynamicCache
 
     from neurips25_core.models import tiny_llama, tiny_llama_config
@@ -514,33 +553,21 @@ def prefill_decode(ctx: Context) -> None:
         budget="20%",
     )
     full_cache = plain()
-    pos = torch.tensor([[length]])
     with torch.no_grad():
-        t_dec_full = time_fn(
-            lambda: model(nxt, cache=_fresh_copy(full_cache), position_ids=pos), min_time=0.3
-        )
+        t_dec_full = _decode_step_median(model, full_cache, nxt, length)
         with press(model) as cache:
             model(ids, cache=cache)
             mem = cache.memory()
-
-            def step():
-                # decode one token then drop it again, so every repeat sees the same cache
-                model(nxt, cache=cache, position_ids=pos)
-                for layer in cache.layers:
-                    layer.keys, layer.values = layer.keys[..., :-1, :], layer.values[..., :-1, :]
-                    layer.valid, layer.positions = layer.valid[..., :-1], layer.positions[..., :-1]
-                    layer.logical_length -= 1
-
-            t_dec_press = time_fn(step, min_time=0.3)
+            t_dec_press = _decode_step_median(model, cache, nxt, length)
     full_bytes = sum(
         layer.keys.numel() * layer.keys.element_size() * 2 for layer in full_cache.layers
     )
     ctx.record(
         "decode_step/with_press",
-        t_dec_press.median,
+        t_dec_press,
         "s",
         baseline="decode step, full cache",
-        baseline_value=t_dec_full.median,
+        baseline_value=t_dec_full,
         L=length,
         budget="20%",
     )
@@ -556,10 +583,14 @@ def prefill_decode(ctx: Context) -> None:
     )
 
 
-def _fresh_copy(cache):
-    from transformers import DynamicCache
+def _decode_step_median(model, cache, token, length: int, steps: int = 16) -> float:
+    """Median wall time of ``steps`` consecutive one-token decode steps on ``cache``."""
+    import time
 
-    out = DynamicCache()
-    for i, layer in enumerate(cache.layers):
-        out.update(layer.keys, layer.values, i)
-    return out
+    times = []
+    for t in range(steps):
+        pos = torch.tensor([[length + t]])
+        start = time.perf_counter()
+        model(token, cache=cache, position_ids=pos)
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))

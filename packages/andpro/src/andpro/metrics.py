@@ -90,7 +90,7 @@ def attention_output_error(
     o_part = torch.matmul(part, v)
     if o_proj is not None:
         weight = o_proj.weight if isinstance(o_proj, torch.nn.Module) else o_proj
-        w = weight.double().reshape(weight.shape[0], hq, d)  # [D, H_q, d]
+        w = weight.detach().double().reshape(weight.shape[0], hq, d)  # [D, H_q, d]
         o_full = torch.einsum("bhqd,ehd->bhqe", o_full, w)
         o_part = torch.einsum("bhqd,ehd->bhqe", o_part, w)
     num = (o_full - o_part).flatten(2).norm(dim=-1)
