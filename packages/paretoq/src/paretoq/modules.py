@@ -142,6 +142,10 @@ class PackedLinear(nn.Module):
         bias: torch.Tensor | None = None,
         backend: str = "auto",
     ) -> None:
+        from paretoq.ops import BACKENDS
+
+        if backend not in BACKENDS:
+            raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
         super().__init__()
         self.in_features, self.out_features, self.bits = in_features, out_features, check_bits(bits)
         self.backend = backend

@@ -35,6 +35,7 @@ __all__ = [
     "pack_codes",
     "pack_ternary_base3",
     "packed_matmul_torch",
+    "padded_k",
     "plane_specs",
     "scale_and_zero",
     "unpack_codes",

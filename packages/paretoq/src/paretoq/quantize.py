@@ -21,7 +21,7 @@ from torch import nn
 from paretoq.modules import PackedLinear, QuantLinear
 from paretoq.ops import BACKENDS, _check_ternary_alpha_grad, bits_per_weight, check_bits
 
-__all__ = ["default_filter", "model_size_bits", "pack_", "quantize_"]
+__all__ = ["model_size_bits", "pack_", "quantize_"]
 
 
 def _protected(model: nn.Module) -> set[int]:
@@ -42,11 +42,6 @@ def _protected(model: nn.Module) -> set[int]:
         if last == "lm_head" or "embed" in last or isinstance(m, nn.Embedding):
             ids.add(id(m))
     return ids
-
-
-def default_filter(module: nn.Module, fqn: str) -> bool:
-    """Every plain ``nn.Linear`` (the attention and MLP projections of a transformers LM)."""
-    return isinstance(module, nn.Linear) and not isinstance(module, QuantLinear)
 
 
 def _set_submodule(model: nn.Module, fqn: str, new: nn.Module) -> None:
