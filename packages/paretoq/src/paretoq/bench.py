@@ -451,3 +451,56 @@ def model_size(ctx: Context) -> None:
                    bits=bits, hidden=config.hidden_size)  # fmt: skip
         ctx.record("packed_vs_arithmetic", stored / 8e6, "MB", baseline="arithmetic count", baseline_value=arith / 8e6,
                    bits=bits, hidden=config.hidden_size)  # fmt: skip
+
+
+@SUITE.case("ablation_2bit_grid", kind="quality", modes=("full",))
+def ablation_2bit_grid(ctx: Context) -> None:
+    """2-bit QAT: SEQ (levels ±1/4, ±3/4 of α) vs the LSQ grid (levels −2, −1, 0, 1 of α), width 128."""
+    import paretoq
+    from neurips25_core.data import stdlib_corpus
+    from neurips25_core.models import evaluate_bpb, pretrained_tiny_llama, train
+    from paretoq.ops import _LsqQuant
+
+    class _Lsq2BitLinear(paretoq.QuantLinear):
+        def quantized_weight(self) -> torch.Tensor:
+            return _LsqQuant.apply(self.weight, self.alpha, 2)
+
+    recipe = FULL_RECIPE
+    steps, lr, eb = recipe["steps_low"], recipe["lr_low"], recipe["eval_batches"]
+    corpus = stdlib_corpus()
+    base = pretrained_tiny_llama()
+    out = {}
+    for grid in ("SEQ", "LSQ"):
+        model = paretoq.quantize_(copy.deepcopy(base), 2)
+        if grid == "LSQ":
+            for m in model.modules():
+                if isinstance(m, paretoq.QuantLinear):
+                    m.__class__ = _Lsq2BitLinear
+                    with torch.no_grad():  # LSQ's rule max|W|/(2^(b−1) − 1) at b = 2
+                        m.alpha.copy_(m.weight.abs().amax(dim=-1, keepdim=True))
+        ptq = evaluate_bpb(model, corpus, num_batches=eb)
+        layers = _quantized_layers(model)
+        w0 = {n: m.weight.detach().clone() for n, m in layers.items()}
+        train(
+            model, corpus, steps,
+            optimizer=lambda params: torch.optim.AdamW(params, lr=lr, weight_decay=0.0, betas=(0.9, 0.95)),
+            warmup=0, min_lr_ratio=0.0, seed=1, desc=f"2-bit {grid}",
+        )  # fmt: skip
+        qat = evaluate_bpb(model, corpus, num_batches=eb)
+        num = sum(float((m.weight.detach() - w0[n]).pow(2).sum()) for n, m in layers.items())
+        change = math.sqrt(num / sum(float(w.pow(2).sum()) for w in w0.values()))
+        out[grid] = {"ptq_bpb": ptq, "qat_bpb": qat, "weight_change": change}
+        _log_run(
+            ctx,
+            {
+                "variant": f"2bit_{grid}",
+                "width": 128,
+                "bits": 2,
+                "steps": steps,
+                "lr": lr,
+                **out[grid],
+            },
+        )
+    for metric in ("ptq_bpb", "qat_bpb"):
+        ctx.record(metric, out["SEQ"][metric], "bits/byte", baseline="LSQ 2-bit grid", baseline_value=out["LSQ"][metric],
+                   width=128, bits=2, steps=steps, lr=lr)  # fmt: skip
