@@ -73,6 +73,9 @@ class Press:
         sink_tokens: leading tokens always kept.
         head_budget: ``"adaptive"`` (one top-k across a layer's heads, no floor) or ``"uniform"``.
 
+    Inside the context, forward the model with the yielded cache (``cache=cache``) or with
+    ``use_cache=False``; any other cache raises ``TypeError``, and padded batches raise ``ValueError``.
+
     Attributes:
         stats: after a prefill, one dict per layer: ``length``, ``budget``, ``kept`` ([B, H] counts).
     """
@@ -171,7 +174,8 @@ class Press:
             raise ValueError("model: a press is already active on this model (presses do not nest)")
         modules = self._attention_modules(model)
         config = model.config
-        original_impl = config._attn_implementation or "eager"
+        raw_impl = config._attn_implementation
+        original_impl = raw_impl or "eager"
         cache = PressCache()
         handles = []
         self.stats = []
@@ -192,7 +196,7 @@ class Press:
             yield cache
         finally:
             cache.active = False
-            config._attn_implementation = original_impl
+            config._attn_implementation = raw_impl
             for h in handles:
                 h.remove()
             for module in modules:
