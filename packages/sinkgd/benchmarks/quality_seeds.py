@@ -29,12 +29,22 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument(
         "--out", type=Path, required=True, help="output prefix (.json and .md are added)"
     )
+    parser.add_argument(
+        "--config",
+        choices=("quick", "spec"),
+        default="quick",
+        help="quick: the suite's --quick model (16×64 bytes per step); spec: the spec's 0.86M model (16×128)",
+    )
+    parser.add_argument("--adamw-lrs", type=float, nargs="+", default=list(QUICK_ADAMW_LRS))
     args = parser.parse_args(argv)
+    quick = args.config == "quick"
+    seq_len, evals = (64, 8) if quick else (128, 10)
     rows = []
     for seed in args.seeds:
-        sink = train_one("sinkgd", 1e-3, seed, args.steps, True, 16, 64, 8)
+        sink = train_one("sinkgd", 1e-3, seed, args.steps, quick, 16, seq_len, evals)
         adams = [
-            train_one("adamw", lr, seed, args.steps, True, 16, 64, 8) for lr in QUICK_ADAMW_LRS
+            train_one("adamw", lr, seed, args.steps, quick, 16, seq_len, evals)
+            for lr in args.adamw_lrs
         ]
         best = min(adams, key=lambda r: r["val_loss"])
         target = best["curve"][-1][1]
@@ -55,6 +65,7 @@ def main(argv: list[str] | None = None) -> dict:
     summary = {
         "environment": environment(),
         "steps": args.steps,
+        "config": args.config,
         "seeds": args.seeds,
         "sinkgd_val_loss_mean": statistics.mean(r["sinkgd_val_loss"] for r in rows),
         "best_adamw_val_loss_mean": statistics.mean(
@@ -70,7 +81,7 @@ def main(argv: list[str] | None = None) -> dict:
     keys = [k for k in rows[0] if k != "runs"]
     lines = [
         f"Measured {summary['environment']['date']} on {summary['environment']['machine']}, "
-        f"commit {summary['environment']['git_commit']}; {args.steps} steps × 1,024 tokens.\n",
+        f"commit {summary['environment']['git_commit']}; config {args.config}, {args.steps} steps × {16 * seq_len:,} tokens.\n",
         "| " + " | ".join(keys) + " |",
         "|" + "---|" * len(keys),
     ]
