@@ -126,3 +126,15 @@ def test_gpu_script_toy(tmp_path):
         assert errs["window_attention"] < 1e-5 and errs["andpro_scores"] < 1e-5
     for row in saved["timings"]:
         assert row["andpro_s"] > 0 and row["cache_bytes_compressed"] < row["cache_bytes_full"]
+
+
+def test_continue_training_updates_weights():
+    from andpro.retrieval import continue_training
+
+    task = RetrievalTask(context=64, n_pairs=4, guard=16)
+    model = retrieval_model()
+    before = model.model.layers[0].self_attn.q_proj.weight.detach().clone()
+    model, res = continue_training(model, task, 2, batch_size=2, n_queries=2, progress=False)
+    assert len(res.losses) == 2 and all(np.isfinite(res.losses))
+    assert not torch.equal(before, model.model.layers[0].self_attn.q_proj.weight)
+    assert not model.training

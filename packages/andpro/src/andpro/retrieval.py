@@ -234,3 +234,32 @@ def retrieval_accuracy(
             model(prompt, cache=cache)
             logits = model(rest, cache=cache).logits[:, -1]
     return float((logits.argmax(-1) == answers).float().mean())
+
+
+def continue_training(
+    model,
+    task: RetrievalTask,
+    steps: int,
+    lr: float = 1e-3,
+    batch_size: int = 16,
+    n_queries: int = 8,
+    seed: int = 1,
+    progress: bool = True,
+):
+    """Continue training a retrieval model at a constant learning rate (no warm-up, no decay)."""
+    from neurips25_core.models import train
+
+    gen = torch.Generator().manual_seed(seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.1, betas=(0.9, 0.95))
+    res = train(
+        model,
+        lambda step: task.training_batch(batch_size, n_queries, gen),
+        steps,
+        optimizer=opt,
+        seed=seed,
+        progress=progress,
+        desc="continue retrieval model",
+        schedule=False,
+    )
+    model.eval()
+    return model, res
