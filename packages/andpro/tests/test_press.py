@@ -13,6 +13,8 @@ from transformers import (
     LlamaForCausalLM,
     MistralConfig,
     MistralForCausalLM,
+    Qwen2Config,
+    Qwen2ForCausalLM,
     Qwen3Config,
     Qwen3ForCausalLM,
 )
@@ -38,6 +40,8 @@ def make_model(kind="llama", impl="eager", seed=0, dtype=torch.float32):
         model = MistralForCausalLM(
             MistralConfig(**COMMON, sliding_window=None, attn_implementation=impl)
         )
+    elif kind == "qwen2":
+        model = Qwen2ForCausalLM(Qwen2Config(**COMMON, attn_implementation=impl))
     elif kind == "qwen3":
         model = Qwen3ForCausalLM(Qwen3Config(**COMMON, head_dim=16, attn_implementation=impl))
     else:
@@ -118,7 +122,7 @@ def test_full_budget_is_identical_to_no_press():
     assert all(s["kept"].eq(70).all() for s in press.stats)
 
 
-@pytest.mark.parametrize("kind", ["llama", "qwen3", "mistral"])
+@pytest.mark.parametrize("kind", ["llama", "qwen2", "qwen3", "mistral"])
 @pytest.mark.parametrize(
     "scorer", [AnDProScorer(), SnapKVScorer(), AnDProScorer(gqa_reduce="per_qhead")]
 )
@@ -149,6 +153,26 @@ def test_float64_decoding_matches_masked_reference_tightly():
     seq, dec, keeps = press_decode(model, press, ids, 4)
     ref = masked_reference_logits(model, seq, keeps, 75)[:, 75:]
     assert_close(dec, ref, rtol=1e-10)
+
+
+def test_mistral_sliding_window_is_applied_by_the_press_mask():
+    torch.manual_seed(0)
+    model = MistralForCausalLM(MistralConfig(**COMMON, sliding_window=16, attn_implementation="eager")).eval()
+    ids = prompt(60)
+    with torch.no_grad():
+        ref = model(ids).logits
+        with Press(AnDProScorer(), budget=60, window=8)(model) as cache:
+            out = model(ids, cache=cache).logits
+    assert_close(out, ref, rtol=1e-6)
+
+
+def test_bfloat16_model_runs_with_exact_budgets():
+    model = make_model("llama", "sdpa", dtype=torch.bfloat16)
+    ids = prompt(70)
+    press = Press(AnDProScorer(), budget=30, window=8)
+    seq, dec, keeps = press_decode(model, press, ids, 3)
+    assert dec.dtype == torch.bfloat16 and torch.isfinite(dec.float()).all()
+    assert all(int(k.sum()) == 2 * 30 for k in keeps)
 
 
 def test_cache_reports_logical_length_and_memory():
