@@ -157,7 +157,9 @@ def test_float64_decoding_matches_masked_reference_tightly():
 
 def test_mistral_sliding_window_is_applied_by_the_press_mask():
     torch.manual_seed(0)
-    model = MistralForCausalLM(MistralConfig(**COMMON, sliding_window=16, attn_implementation="eager")).eval()
+    model = MistralForCausalLM(
+        MistralConfig(**COMMON, sliding_window=16, attn_implementation="eager")
+    ).eval()
     ids = prompt(60)
     with torch.no_grad():
         ref = model(ids).logits
@@ -170,7 +172,7 @@ def test_bfloat16_model_runs_with_exact_budgets():
     model = make_model("llama", "sdpa", dtype=torch.bfloat16)
     ids = prompt(70)
     press = Press(AnDProScorer(), budget=30, window=8)
-    seq, dec, keeps = press_decode(model, press, ids, 3)
+    _seq, dec, keeps = press_decode(model, press, ids, 3)
     assert dec.dtype == torch.bfloat16 and torch.isfinite(dec.float()).all()
     assert all(int(k.sum()) == 2 * 30 for k in keeps)
 
