@@ -604,7 +604,10 @@ class _MatrixWithAdam(Optimizer):
     def _matrix_step(
         self, group: dict[str, Any], pairs: list[tuple[torch.Tensor, torch.Tensor]]
     ) -> None:
-        raise NotImplementedError
+        """The matrix update of one group; each concrete hybrid (SinkGD, SWAN) defines its own."""
+        raise TypeError(
+            f"{type(self).__name__}: _MatrixWithAdam is a base class; use SinkGDWithAdam or SWANWithAdam"
+        )
 
     @torch.no_grad()
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
