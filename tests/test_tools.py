@@ -42,16 +42,23 @@ def test_scaffold_produces_a_package_the_workspace_checks_accept(tmp_path):
         new_package.scaffold("Bad-Name", "x", "y", root=tmp_path)
 
 
-def test_scaffolded_suite_and_tests_run(tmp_path):
-    """The generated bench module declares a runnable suite on the core protocol."""
+def test_scaffolded_suite_and_tests_run(tmp_path, monkeypatch):
+    """The generated bench module declares a suite whose smoke case passes the workspace smoke test."""
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     (tmp_path / "packages").mkdir()
     target = new_package.scaffold("demo", "A Demo Paper", "https://x", root=tmp_path)
     sys.path.insert(0, str(target / "src"))
     try:
         bench = importlib.import_module("demo.bench")
-        results = bench.SUITE.cases[0].run("demo", "quick", tmp_path / "out")
-        assert results[0].metric == "import_time" and results[0].value >= 0
+        from tests.test_smoke import test_every_case_runs_in_smoke_mode_on_an_empty_cache as smoke
+
+        for case in bench.SUITE.cases:
+            out = tmp_path / "out" / case.name
+            out.mkdir(parents=True)
+            smoke(bench.SUITE, case, tmp_path / "cache", out, monkeypatch)
+        results = bench.SUITE.cases[0].run("demo", "smoke", tmp_path / "out")
+        assert results[0].metric == "time" and results[0].value > 0
+        assert any(r.baseline == "torch.mm" and r.ratio for r in results)
     finally:
         sys.path.remove(str(target / "src"))
         for mod in [m for m in sys.modules if m == "demo" or m.startswith("demo.")]:

@@ -90,3 +90,75 @@ def test_suite_declaration_and_validation(tmp_path):
         suite.case("two", kind="fast")
     with pytest.raises(ValueError, match="already declared"):
         suite.case("one", kind="speed")(lambda ctx: None)
+
+
+def test_compare_interleaves_and_takes_ratios_of_medians():
+    from neurips25_core.bench import compare
+
+    calls = []
+    a = torch.randn(128, 128)
+    result = compare(
+        {
+            "slow": lambda: (calls.append("slow"), [a @ a for _ in range(4)]),
+            "fast": lambda: (calls.append("fast"), a @ a),
+        },
+        baseline="slow",
+        rounds=7,
+        warmup=1,
+        cpu_time=True,
+    )
+    # warm-up once each, then strictly alternating rounds
+    assert calls[2:] == ["slow", "fast"] * 7
+    assert result.rounds == 7 and result["fast"].repeats == 7
+    assert result.ratios["fast"] == pytest.approx(result["slow"].median / result["fast"].median)
+    assert result.ratios["fast"] > 1.5
+    assert set(result.cpu) == {"slow", "fast"} and result.cpu["fast"].median > 0
+    assert result.load_start is not None and result.load_end is not None
+    with pytest.raises(ValueError, match="baseline"):
+        compare({"a": lambda: None}, baseline="b")
+    with pytest.raises(TypeError, match="fns"):
+        compare({"a": 1})
+
+
+def test_comparison_records_against_its_baseline(tmp_path):
+    from neurips25_core.bench import Context, compare
+
+    ctx = Context("s", "c", "smoke", tmp_path)
+    compare({"base": lambda: sum(range(2000)), "ours": lambda: None}, rounds=3).record(ctx, n=1)
+    rows = {r.params["impl"]: r for r in ctx.results}
+    assert rows["ours"].baseline == "base" and rows["ours"].ratio > 1
+    assert rows["base"].baseline is None and rows["base"].params["rounds"] == 3
+
+
+def test_single_thread_restores_the_thread_count():
+    from neurips25_core.bench import num_threads, single_thread
+
+    before = torch.get_num_threads()
+    with single_thread():
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+    with pytest.raises(RuntimeError), num_threads(1):
+        raise RuntimeError
+    assert torch.get_num_threads() == before
+    with pytest.raises(ValueError, match="n"):
+        num_threads(0).__enter__()
+
+
+def test_context_pick_and_smoke_is_a_mode():
+    from neurips25_core.bench import MODES, Context
+
+    assert MODES == ("smoke", "quick", "full")
+    ctx = Context("s", "c", "smoke", "/tmp")
+    assert ctx.smoke and not ctx.quick and ctx.pick(1, 2, 3) == 1
+    s = Suite("s", "p")
+    s.case("c", kind="speed")(lambda ctx: None)
+    assert s.cases[0].modes == MODES
+    with pytest.raises(ValueError, match="modes"):
+        s.case("d", kind="speed", modes=("tiny",))
+
+
+def test_dirty_tree_results_say_so(tmp_path):
+    rs = [BenchResult("s", "c", "t", 1.0, "s", git_commit="abc-dirty", machine="m")]
+    assert "uncommitted changes" in write_markdown(rs, tmp_path / "r.md").read_text()
+    rs = [BenchResult("s", "c", "t", 1.0, "s", git_commit="abc", machine="m")]
+    assert "uncommitted" not in write_markdown(rs, tmp_path / "r.md").read_text()

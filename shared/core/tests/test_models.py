@@ -1,15 +1,22 @@
-import json
+import math
+import signal
+import subprocess
+import sys
 
 import pytest
 import torch
 
 from neurips25_core.data import stdlib_corpus
 from neurips25_core.models import (
+    cache_key,
+    cached_checkpoint,
     evaluate_bpb,
     pretrained_tiny_llama,
+    pretrained_tiny_llama_for,
     tiny_llama,
     tiny_llama_config,
     train,
+    train_arguments,
     warmup_cosine,
 )
 
@@ -84,9 +91,135 @@ def test_pretrained_cache_trains_once(tmp_path, monkeypatch):
     first = pretrained_tiny_llama(cfg, steps=3, batch_size=2, seq_len=16, progress=False)
     files = sorted(p.name for p in tmp_path.iterdir())
     assert any(f.endswith(".pt") for f in files)
-    meta = json.loads(next(tmp_path.glob("*.json")).read_text())
-    assert meta["steps"] == 3
+    assert first.neurips25_meta["steps"] == 3 and first.neurips25_meta["cached"] is False
     second = pretrained_tiny_llama(cfg, steps=3, batch_size=2, seq_len=16, progress=False)
+    assert second.neurips25_meta["cached"] is True
     for p, q in zip(first.parameters(), second.parameters()):
         assert torch.equal(p, q)
     assert sorted(p.name for p in tmp_path.iterdir()) == files
+
+
+def test_train_trains_inside_no_grad_and_inference_mode():
+    for outer in (torch.no_grad, torch.inference_mode):
+        model = tiny_llama(_small_config(), seed=0)
+        before = [p.detach().clone() for p in model.parameters()]
+        x = torch.randint(0, 256, (2, 16), generator=torch.Generator().manual_seed(0))
+        with outer():
+            res = train(model, lambda step, x=x: (x, x), steps=2, progress=False)
+        assert len(res.losses) == 2
+        moved = [not torch.equal(a, b) for a, b in zip(before, model.parameters())]
+        assert all(moved), f"{outer.__name__}: some parameters did not train"
+
+
+def test_pretrained_tiny_llama_on_an_empty_cache_under_no_grad(tmp_path, monkeypatch):
+    """The bug of issue 11: a case under no_grad that trains the shared model on a fresh machine."""
+    monkeypatch.setenv("NEURIPS25_CACHE", str(tmp_path))
+    with torch.no_grad():
+        model = pretrained_tiny_llama(_small_config(), steps=2, batch_size=2, seq_len=16)
+    assert model.neurips25_meta["cached"] is False and math.isfinite(
+        model.neurips25_meta["val_bpb"]
+    )
+
+
+def test_train_rejects_bad_arguments():
+    model = tiny_llama(_small_config(), seed=0)
+    corpus = stdlib_corpus()
+    for kwargs, name in [
+        ({"lr": float("nan")}, "lr"),
+        ({"lr": float("inf")}, "lr"),
+        ({"min_lr_ratio": 1.5}, "min_lr_ratio"),
+        ({"min_lr_ratio": -0.1}, "min_lr_ratio"),
+        ({"seq_len": 10_000}, "seq_len"),
+        ({"grad_clip": 0.0}, "grad_clip"),
+    ]:
+        with pytest.raises(ValueError, match=name):
+            train(model, corpus, steps=1, progress=False, **kwargs)
+
+
+def test_cache_key_covers_every_train_default():
+    base = train_arguments(steps=10)
+    assert {"weight_decay", "warmup", "min_lr_ratio", "grad_clip", "schedule", "seed"} <= set(base)
+    key = cache_key({"train": base})
+    assert key != cache_key({"train": train_arguments(steps=10, weight_decay=0.0)})
+    assert key != cache_key({"train": train_arguments(steps=10, grad_clip=None)})
+    assert key == cache_key({"train": train_arguments(steps=10)})
+    with pytest.raises(TypeError, match="nosuch"):
+        train_arguments(nosuch=1)
+
+
+def test_changed_weight_decay_trains_a_new_checkpoint(tmp_path, monkeypatch):
+    monkeypatch.setenv("NEURIPS25_CACHE", str(tmp_path))
+    cfg = _small_config()
+    a = pretrained_tiny_llama(cfg, steps=2, batch_size=2, seq_len=16, progress=False)
+    b = pretrained_tiny_llama(
+        cfg, steps=2, batch_size=2, seq_len=16, progress=False, weight_decay=0.0
+    )
+    assert a.neurips25_meta["key"] != b.neurips25_meta["key"]
+    assert b.neurips25_meta["cached"] is False
+    assert len(list(tmp_path.glob("tiny_llama-*.pt"))) == 2
+
+
+_KILLED_WRITER = """
+import os, signal, sys, torch
+from neurips25_core import models
+
+real_save = torch.save
+
+def half_save(obj, handle, *args, **kwargs):
+    real_save(obj, handle, *args, **kwargs)
+    handle.flush()
+    handle.truncate(handle.tell() // 2)  # half of the bytes are on disk...
+    os.kill(os.getpid(), signal.SIGKILL)  # ...when the writer dies
+
+torch.save = half_save
+models.cached_checkpoint("thing", {"a": 1}, lambda: ({"w": torch.ones(1000)}, {"built": "killed"}),
+                         root=sys.argv[1])
+"""
+
+
+def test_a_killed_writer_leaves_no_checkpoint_that_loads(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-c", _KILLED_WRITER, str(tmp_path)], capture_output=True, timeout=120
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
+    assert not list(tmp_path.glob("thing-*.pt")), "a half-written checkpoint took the real name"
+    assert list(tmp_path.glob(".thing-*.tmp")), "the killed writer should have left its temp file"
+    calls = []
+
+    def build():
+        calls.append(1)
+        return {"w": torch.full((1000,), 2.0)}, {"built": "again"}
+
+    payload, meta = cached_checkpoint("thing", {"a": 1}, build, root=tmp_path)
+    assert calls == [1] and meta["built"] == "again" and meta["cached"] is False
+    assert torch.equal(payload["w"], torch.full((1000,), 2.0))
+    again, meta2 = cached_checkpoint("thing", {"a": 1}, build, root=tmp_path)
+    assert calls == [1] and meta2["cached"] is True and torch.equal(again["w"], payload["w"])
+
+
+def test_a_damaged_checkpoint_is_rebuilt_not_loaded(tmp_path, capsys):
+    _, meta = cached_checkpoint(
+        "thing", {"a": 2}, lambda: ({"w": torch.ones(3)}, {}), root=tmp_path
+    )
+    path = tmp_path / f"thing-{meta['key']}.pt"
+    path.write_bytes(path.read_bytes()[:20])
+    payload, meta = cached_checkpoint(
+        "thing", {"a": 2}, lambda: ({"w": torch.zeros(3)}, {}), root=tmp_path
+    )
+    assert meta["cached"] is False and torch.equal(payload["w"], torch.zeros(3))
+    assert "does not load" in capsys.readouterr().err
+
+
+def test_cached_checkpoint_rejects_bad_arguments(tmp_path):
+    with pytest.raises(ValueError, match="name"):
+        cached_checkpoint("a/b", {}, lambda: ({}, {}), root=tmp_path)
+    with pytest.raises(TypeError, match="key_parts"):
+        cached_checkpoint("a", [1], lambda: ({}, {}), root=tmp_path)
+
+
+def test_smoke_model_is_toy_sized(tmp_path, monkeypatch):
+    monkeypatch.setenv("NEURIPS25_CACHE", str(tmp_path))
+    model = pretrained_tiny_llama_for("smoke", progress=False)
+    assert sum(p.numel() for p in model.parameters()) < 100_000
+    with pytest.raises(ValueError, match="mode"):
+        pretrained_tiny_llama_for("tiny")

@@ -102,3 +102,28 @@ def test_check_forward_backward_detects_a_wrong_gradient():
     x = randn(4, 4, seed=0, requires_grad=True)
     with pytest.raises(AssertionError, match="grad of x"):
         check_forward_backward(WrongGrad.apply, lambda t: t * 2, [x], names=["x"])
+
+
+def test_check_forward_backward_refuses_a_detached_output():
+    from neurips25_core.testing import check_forward_backward
+
+    t = randn(4, 3, seed=0, requires_grad=True)
+    with pytest.raises(AssertionError, match="does not require grad"):
+        check_forward_backward(lambda t: (t * 2).detach(), lambda t: t * 2, [t])
+    errors = check_forward_backward(lambda t: t * 2, lambda t: t * 2, [t])
+    assert errors["grad_input0"] < 1e-6
+
+
+def test_check_forward_backward_refuses_a_missing_input_gradient():
+    from neurips25_core.testing import check_forward_backward
+
+    a = randn(4, seed=0, requires_grad=True)
+    b = randn(4, seed=1, requires_grad=True)
+    with pytest.raises(AssertionError, match="grad of input1"):
+        check_forward_backward(lambda a, b: a * b.detach(), lambda a, b: a * b, [a, b])
+
+
+def test_fp32_default_tolerance_is_the_documented_one():
+    from neurips25_core.testing import FP32_RTOL, default_rtol
+
+    assert default_rtol(torch.float32) == FP32_RTOL == 1e-5

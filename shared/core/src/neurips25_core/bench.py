@@ -21,6 +21,7 @@ RSS of a fresh subprocess on CPU.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as _dt
 import functools
@@ -32,60 +33,89 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import torch
 
 __all__ = [
+    "MODES",
     "BenchResult",
     "Case",
+    "Comparison",
     "Context",
     "Suite",
     "Timing",
+    "compare",
     "environment",
+    "git_state",
+    "load_average",
     "load_json",
+    "num_threads",
     "peak_memory_cuda",
     "peak_rss_subprocess",
     "plot_bars",
     "plot_lines",
     "roofline",
+    "single_thread",
     "time_fn",
     "write_json",
     "write_markdown",
 ]
 
 Kind = Literal["speed", "quality"]
-Mode = Literal["quick", "full"]
+Mode = Literal["smoke", "quick", "full"]
+#: The benchmark modes, smallest first: ``smoke`` (toy sizes, seconds; run by the workspace tests on
+#: an empty checkpoint cache), ``quick`` (under 60 s per package on two CPU cores), ``full`` (the
+#: documented reproduction).
+MODES: tuple[str, ...] = ("smoke", "quick", "full")
 
 
 # ----------------------------------------------------------------------------- environment
 
 
-@functools.cache
-def _git_commit() -> str:
+def git_state(cwd: str | Path | None = None) -> tuple[str, bool | None]:
+    """``(commit, clean)`` of the repository holding ``cwd`` (default: this file).
+
+    ``clean`` is False when tracked files have uncommitted changes, None when git is unavailable
+    (then the commit is ``"unknown"``). Not cached: a results run can follow a commit in the same
+    process.
+    """
+    where = Path(cwd) if cwd is not None else Path(__file__).parent
     try:
         out = subprocess.run(
             ["git", "rev-parse", "--short=12", "HEAD"],
             capture_output=True,
             text=True,
             timeout=5,
-            cwd=Path(__file__).parent,
+            cwd=where,
         )
         commit = out.stdout.strip()
-        if not commit:
-            return "unknown"
+        if out.returncode != 0 or not commit:
+            return "unknown", None
         dirty = subprocess.run(
             ["git", "status", "--porcelain", "--untracked-files=no"],
             capture_output=True,
             text=True,
             timeout=5,
-            cwd=Path(__file__).parent,
+            cwd=where,
         ).stdout.strip()
-        return commit + ("-dirty" if dirty else "")
+        return commit, not dirty
     except (OSError, subprocess.SubprocessError):
-        return "unknown"
+        return "unknown", None
+
+
+_GIT_CACHE: dict[str, Any] = {}
+
+
+def _git_commit() -> str:
+    # Every BenchResult stamps the commit; re-ask git at most every few seconds, not per result.
+    now = time.monotonic()
+    if _GIT_CACHE.get("at", -1e9) < now - 5.0:
+        commit, clean = git_state()
+        _GIT_CACHE.update(at=now, value=commit + ("-dirty" if clean is False else ""))
+    return _GIT_CACHE["value"]
 
 
 @functools.cache
@@ -113,12 +143,18 @@ def _triton_version() -> str:
         return "absent"
 
 
-def environment() -> dict[str, str]:
-    """Machine, versions, git commit and date stamped on every result."""
+def load_average() -> float | None:
+    """The 1-minute load average, or None where the OS does not report one."""
     try:
-        load = f"{os.getloadavg()[0]:.1f}"
-    except OSError:
-        load = "n/a"
+        return os.getloadavg()[0]
+    except (OSError, AttributeError):
+        return None
+
+
+def environment() -> dict[str, str]:
+    """Machine, versions, git commit (``-dirty`` when tracked files changed) and date for every result."""
+    avg = load_average()
+    load = "n/a" if avg is None else f"{avg:.1f}"
     return {
         "machine": _machine(),
         "load": load,
@@ -234,6 +270,11 @@ def write_markdown(
             f"Measured {r.date} on {r.machine} (1-min load average {r.load or 'n/a'} at the first result); "
             f"torch {r.torch}, triton {r.triton}, commit {r.git_commit}.\n"
         )
+        if any(str(x.git_commit).endswith("-dirty") for x in results):
+            head.append(
+                "**uncommitted changes**: these results were measured on a tree with uncommitted "
+                "changes to tracked files; re-run on a clean tree before quoting them.\n"
+            )
     path.write_text("\n".join(head) + "\n" + markdown_table(results))
     return path
 
@@ -410,6 +451,214 @@ def time_fn(
     )
 
 
+@contextlib.contextmanager
+def num_threads(n: int) -> Iterator[None]:
+    """Run the block with ``n`` intra-op torch threads, then restore the previous count.
+
+    Example:
+        >>> import torch
+        >>> before = torch.get_num_threads()
+        >>> with num_threads(1):
+        ...     torch.get_num_threads()
+        1
+        >>> torch.get_num_threads() == before
+        True
+    """
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"n: expected a positive int, got {n!r}")
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def single_thread() -> contextlib.AbstractContextManager[None]:
+    """``num_threads(1)``: batch-1 kernels and many-small-op loops timed without OpenMP spin-waits."""
+    return num_threads(1)
+
+
+@dataclasses.dataclass
+class Comparison:
+    """What :func:`compare` measured: per-function wall (and CPU) timings from interleaved rounds.
+
+    ``ratios[name]`` is ``median(baseline) / median(name)``: > 1 means ``name`` is faster than the
+    baseline. ``load_start``/``load_end`` are the 1-minute load averages around the measurement.
+    """
+
+    timings: dict[str, Timing]
+    baseline: str | None
+    ratios: dict[str, float]
+    rounds: int
+    load_start: float | None
+    load_end: float | None
+    cpu: dict[str, Timing] = dataclasses.field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> Timing:
+        return self.timings[name]
+
+    def __str__(self) -> str:
+        lines = []
+        for name, t in self.timings.items():
+            ratio = f"  {self.ratios[name]:.3g}x vs {self.baseline}" if name in self.ratios else ""
+            lines.append(f"{name}: {t}{ratio}")
+        lines.append(f"load {self.load_start} -> {self.load_end}, {self.rounds} rounds")
+        return "\n".join(lines)
+
+    def record(self, ctx: Context, metric: str = "time", unit: str = "s", **params: Any) -> list:
+        """Record every function's median in ``ctx``, each against the baseline of this comparison.
+
+        The baseline itself is recorded without a ratio; p20/p80, the round count and the load
+        averages go into the params so the table shows how noisy the machine was.
+        """
+        out = []
+        base = self.timings.get(self.baseline) if self.baseline else None
+        for name, t in self.timings.items():
+            extra = dict(params)
+            extra.update(
+                impl=name,
+                p20=float(f"{t.p20:.4g}"),
+                p80=float(f"{t.p80:.4g}"),
+                rounds=self.rounds,
+                load=f"{self.load_start if self.load_start is None else round(self.load_start, 1)}"
+                f"->{self.load_end if self.load_end is None else round(self.load_end, 1)}",
+            )
+            is_base = name == self.baseline
+            out.append(
+                ctx.record(
+                    metric,
+                    t.median,
+                    unit,
+                    baseline=None if is_base or base is None else self.baseline,
+                    baseline_value=None if is_base or base is None else base.median,
+                    **extra,
+                )
+            )
+        return out
+
+
+def compare(
+    fns: dict[str, Callable[[], Any]],
+    baseline: str | None = None,
+    rounds: int | None = None,
+    warmup: int = 1,
+    min_time: float = 0.3,
+    min_rounds: int = 5,
+    max_rounds: int = 200,
+    cpu_time: bool = False,
+    device: str | torch.device | None = None,
+) -> Comparison:
+    """Time several functions side by side: warm-up, then interleaved rounds A, B, C, A, B, C, ...
+
+    Interleaving spreads slow drifts of a shared machine (other processes, frequency changes)
+    over every function alike, so the ratio of medians is far steadier than timing one function
+    after the other. Quote the medians (or their ratio), never the best round.
+
+    Args:
+        fns: name -> zero-argument callable. Check their outputs equal before timing them.
+        baseline: the name the ratios are taken against (default: the first entry).
+        rounds: exact number of rounds; by default rounds continue until every function has had
+            ``min_time`` seconds of timed calls (at least ``min_rounds``, at most ``max_rounds``).
+        warmup: untimed calls of each function first (compilation, caches, autotuning).
+        min_time: per-function timed duration for the adaptive round count.
+        min_rounds: fewest rounds of the adaptive count.
+        max_rounds: most rounds of the adaptive count.
+        cpu_time: also measure ``time.process_time`` per call (CPU only): wall time well above CPU
+            time means the call waited (on threads, memory, other processes).
+        device: ``"cuda"`` to time with CUDA events; default: CUDA when available.
+
+    Returns:
+        A :class:`Comparison`.
+
+    Example:
+        >>> import torch
+        >>> a = torch.randn(64, 64)
+        >>> c = compare(
+        ...     {"mm": lambda: a @ a, "einsum": lambda: torch.einsum("ij,jk->ik", a, a)}, rounds=5
+        ... )
+        >>> sorted(c.timings), c.baseline, c.rounds
+        (['einsum', 'mm'], 'mm', 5)
+    """
+    if not isinstance(fns, dict) or not fns:
+        raise ValueError("fns: expected a non-empty dict of name -> zero-argument callable")
+    for name, fn in fns.items():
+        if not callable(fn):
+            raise TypeError(f"fns[{name!r}]: expected a callable, got {type(fn).__name__}")
+    baseline = next(iter(fns)) if baseline is None else baseline
+    if baseline not in fns:
+        raise ValueError(f"baseline: {baseline!r} is not one of {sorted(fns)}")
+    if rounds is not None and rounds < 1:
+        raise ValueError(f"rounds: expected >= 1, got {rounds}")
+    if warmup < 0:
+        raise ValueError(f"warmup: expected >= 0, got {warmup}")
+    dev = (
+        torch.device(device)
+        if device is not None
+        else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    )
+    cuda = dev.type == "cuda"
+    load_start = load_average()
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    if cuda:
+        torch.cuda.synchronize()
+
+    wall: dict[str, list[float]] = {n: [] for n in fns}
+    cpu: dict[str, list[float]] = {n: [] for n in fns}
+
+    def one(name: str, fn: Callable[[], Any]) -> None:
+        if cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            torch.cuda.synchronize()
+            wall[name].append(start.elapsed_time(end) / 1e3)
+            return
+        c0, t0 = time.process_time(), time.perf_counter()
+        fn()
+        t1, c1 = time.perf_counter(), time.process_time()
+        wall[name].append(t1 - t0)
+        cpu[name].append(c1 - c0)
+
+    done = 0
+    while True:
+        for name, fn in fns.items():
+            one(name, fn)
+        done += 1
+        if rounds is not None:
+            if done >= rounds:
+                break
+        elif done >= max_rounds or (
+            done >= min_rounds and all(sum(w) >= min_time for w in wall.values())
+        ):
+            break
+
+    def summary(xs: list[float]) -> Timing:
+        return Timing(
+            median=statistics.median(xs),
+            p20=_quantile(xs, 0.2),
+            p80=_quantile(xs, 0.8),
+            repeats=len(xs),
+            device=dev.type,
+        )
+
+    timings = {n: summary(w) for n, w in wall.items()}
+    base = timings[baseline].median
+    ratios = {n: base / t.median for n, t in timings.items() if n != baseline and t.median > 0}
+    return Comparison(
+        timings=timings,
+        baseline=baseline,
+        ratios=ratios,
+        rounds=done,
+        load_start=load_start,
+        load_end=load_average(),
+        cpu={n: summary(c) for n, c in cpu.items()} if cpu_time and not cuda else {},
+    )
+
+
 # ----------------------------------------------------------------------------- memory
 
 
@@ -550,8 +799,22 @@ class Context:
     log: Callable[[str], None] = print
 
     @property
+    def smoke(self) -> bool:
+        """Toy sizes: the case must finish in seconds and still record real, finite results."""
+        return self.mode == "smoke"
+
+    @property
     def quick(self) -> bool:
+        """The quick sizes only (False in smoke mode: use :meth:`pick` to size a case)."""
         return self.mode == "quick"
+
+    @property
+    def full(self) -> bool:
+        return self.mode == "full"
+
+    def pick(self, smoke: Any, quick: Any, full: Any) -> Any:
+        """The value for this mode: ``n = ctx.pick(smoke=64, quick=1024, full=4096)``."""
+        return {"smoke": smoke, "quick": quick, "full": full}[self.mode]
 
     def record(
         self,
@@ -591,7 +854,7 @@ class Case:
     name: str
     kind: Kind
     fn: Callable[[Context], Any]
-    modes: tuple[str, ...] = ("quick", "full")
+    modes: tuple[str, ...] = MODES
     description: str = ""
 
     def run(
@@ -615,15 +878,18 @@ class Suite:
     url: str = ""
     cases: list[Case] = dataclasses.field(default_factory=list)
 
-    def case(
-        self, name: str, kind: Kind, modes: Sequence[str] = ("quick", "full"), description: str = ""
-    ):
-        """Decorator declaring a case: ``@SUITE.case("speed_fwd", kind="speed")``."""
+    def case(self, name: str, kind: Kind, modes: Sequence[str] = MODES, description: str = ""):
+        """Decorator declaring a case: ``@SUITE.case("speed_fwd", kind="speed")``.
+
+        Every case runs in every mode by default and sizes itself with ``ctx.pick(smoke=...,
+        quick=..., full=...)``. The workspace tests run every case in ``smoke`` mode on an empty
+        checkpoint cache, so a case that drops ``"smoke"`` from ``modes`` fails them.
+        """
         if kind not in ("speed", "quality"):
             raise ValueError(f"kind: expected 'speed' or 'quality', got {kind!r}")
-        bad = set(modes) - {"quick", "full"}
+        bad = set(modes) - set(MODES)
         if bad:
-            raise ValueError(f"modes: expected a subset of ('quick', 'full'), got {sorted(bad)}")
+            raise ValueError(f"modes: expected a subset of {MODES}, got {sorted(bad)}")
         if any(c.name == name for c in self.cases):
             raise ValueError(f"name: case {name!r} already declared in suite {self.name!r}")
 

@@ -1,7 +1,7 @@
 """The ``neurips25`` command: ``list``, ``bench``, ``report``.
 
     neurips25 list                                   # every installed suite, its paper and cases
-    neurips25 bench [NAME ...] [--quick | --full] [--out DIR] [--case SUBSTRING] [--kind speed|quality]
+    neurips25 bench [NAME ...] [--smoke | --quick | --full] [--out DIR] [--case SUBSTRING] [--kind speed|quality]
     neurips25 report [--root DIR] [--out FILE]       # the committed packages/*/results/ as one page
 
 Suites are discovered through the ``neurips25.benchmarks`` entry-point group. ``bench`` runs the
@@ -10,6 +10,10 @@ selected suites with a progress bar, prints one table (case, ours, baseline, rat
 ``DIR`` for a single suite, or to ``DIR/<suite>/`` for several. An unknown name exits with status 2
 listing the known suites; a case that raises is reported, the other cases and suites still run, and
 the exit status is 1.
+
+``--smoke`` runs every case at a toy size (seconds each): what the workspace tests run on an empty
+checkpoint cache. Results written into a package's ``results/`` folder from a tree with uncommitted
+changes get a warning on stderr, and their markdown says "uncommitted changes".
 """
 
 from __future__ import annotations
@@ -24,7 +28,9 @@ from pathlib import Path
 
 from neurips25_core.bench import (
     BenchResult,
+    Case,
     Suite,
+    git_state,
     load_json,
     markdown_table,
     plot_bars,
@@ -32,7 +38,7 @@ from neurips25_core.bench import (
     write_markdown,
 )
 
-__all__ = ["discover_suites", "main"]
+__all__ = ["discover_suites", "main", "run_case"]
 
 GROUP = "neurips25.benchmarks"
 
@@ -84,8 +90,43 @@ def _ratio_plot(results: list[BenchResult], path: Path, title: str) -> Path | No
     )
 
 
+def run_case(
+    suite: Suite,
+    case: Case,
+    mode: str,
+    out_dir: Path,
+    log=print,
+) -> list[BenchResult]:
+    """Run one case and write its ``results.json`` / ``results.md`` into ``out_dir``.
+
+    What the workspace smoke test calls for every case of every suite; the CLI writes the same
+    files per suite after all of its cases ran.
+    """
+    results = case.run(suite.name, mode, Path(out_dir), log=log)
+    write_json(results, Path(out_dir) / "results.json")
+    write_markdown(
+        results, Path(out_dir) / "results.md", title=f"{suite.name}/{case.name} --{mode}"
+    )
+    return results
+
+
+def _warn_if_dirty_results(out: Path) -> None:
+    """A results folder of a package from a tree with uncommitted changes: say it, loudly."""
+    resolved = out.resolve()
+    if "results" not in resolved.parts:
+        return
+    commit, clean = git_state(Path.cwd())
+    if clean is False:
+        print(
+            f"warning: writing results into {out} from a tree with uncommitted changes "
+            f"(HEAD {commit}); the markdown will say so. Commit first, then re-run, before "
+            "quoting these numbers in a README.",
+            file=sys.stderr,
+        )
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
-    from tqdm.auto import tqdm
+    from neurips25_core.progress import progress_bar
 
     suites = discover_suites()
     known = sorted(suites)
@@ -97,8 +138,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    mode = "full" if args.full else "quick"
+    mode = "full" if args.full else "smoke" if args.smoke else "quick"
     out = Path(args.out)
+    _warn_if_dirty_results(out)
     failures: list[str] = []
     all_results: list[BenchResult] = []
     plan: list[tuple[str, Suite, object]] = []
@@ -116,26 +158,24 @@ def _cmd_bench(args: argparse.Namespace) -> int:
                 continue
             plan.append((name, suite, case))
     per_suite: dict[str, list[BenchResult]] = {}
-    bar = tqdm(
+    bar = progress_bar(
         plan,
         desc=f"neurips25 bench ({mode})",
         unit="case",
-        dynamic_ncols=True,
-        disable=args.no_progress,
+        enabled=not args.no_progress,
     )
+    write = bar.write if hasattr(bar, "write") else print
     for name, suite, case in bar:
         bar.set_postfix_str(f"{name}/{case.name}")
         suite_dir = out if len(names) == 1 else out / name
         start = time.perf_counter()
         try:
-            results = case.run(suite.name, mode, suite_dir, log=tqdm.write)
+            results = case.run(suite.name, mode, suite_dir, log=write)
         except Exception:
             failures.append(f"{name}/{case.name}: raised\n{traceback.format_exc()}")
-            tqdm.write(f"[{name}/{case.name}] FAILED after {time.perf_counter() - start:.1f}s")
+            write(f"[{name}/{case.name}] FAILED after {time.perf_counter() - start:.1f}s")
             continue
-        tqdm.write(
-            f"[{name}/{case.name}] {len(results)} results in {time.perf_counter() - start:.1f}s"
-        )
+        write(f"[{name}/{case.name}] {len(results)} results in {time.perf_counter() - start:.1f}s")
         per_suite.setdefault(name, []).extend(results)
         all_results.extend(results)
     for name, results in per_suite.items():
@@ -203,9 +243,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     group = bench.add_mutually_exclusive_group()
     group.add_argument(
+        "--smoke",
+        action="store_true",
+        help="every case at a toy size (seconds each; what the workspace tests run)",
+    )
+    group.add_argument(
         "--quick",
         action="store_true",
-        help="the quick cases (default; < 2 min per package on 2 CPU cores)",
+        help="the quick cases (default; < 60 s per package on 2 CPU cores)",
     )
     group.add_argument("--full", action="store_true", help="the full, documented reproduction")
     bench.add_argument("--out", default="bench-out", help="output directory (default: bench-out)")

@@ -4,8 +4,13 @@ Nothing is downloaded: models are ``LlamaForCausalLM`` instances built from a ``
 byte vocabulary (256), trained here on :func:`neurips25_core.data.stdlib_corpus`. Several
 benchmarks start from the same pretrained model, so :func:`pretrained_tiny_llama` trains it once
 and caches the weights on disk, keyed by the config, the corpus fingerprint and the training
-arguments (directory ``$NEURIPS25_CACHE``, default ``~/.cache/neurips25``); a file lock makes
-concurrent callers wait for the first one instead of training twice.
+arguments (directory ``$NEURIPS25_CACHE``, default ``~/.cache/neurips25``). Every package caches
+what it trains through the same helper, :func:`cached_checkpoint`: the key covers every argument,
+the data and the library versions, a file lock makes concurrent callers wait for the first one
+instead of training twice, and writes are atomic (a killed writer leaves nothing that loads).
+
+:func:`train` always trains: it runs under ``torch.enable_grad()``, so a caller inside
+``torch.no_grad()`` (a benchmark case that evaluates, say) still gets a trained model.
 
 Example (CPU, a few seconds):
 
@@ -23,9 +28,12 @@ import contextlib
 import dataclasses
 import fcntl
 import hashlib
+import inspect
 import json
 import math
 import os
+import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -40,12 +48,16 @@ from neurips25_core.data import Corpus, stdlib_corpus
 __all__ = [
     "TrainResult",
     "cache_dir",
+    "cache_key",
+    "cached_checkpoint",
     "causal_lm_loss",
     "evaluate_bpb",
     "pretrained_tiny_llama",
+    "pretrained_tiny_llama_for",
     "tiny_llama",
     "tiny_llama_config",
     "train",
+    "train_arguments",
     "warmup_cosine",
 ]
 
@@ -126,6 +138,8 @@ def warmup_cosine(
     """``LambdaLR``: linear warm-up over ``warmup`` steps, then cosine decay to ``min_lr_ratio``·lr."""
     if total_steps < 1:
         raise ValueError(f"total_steps: expected >= 1, got {total_steps}")
+    if not (isinstance(min_lr_ratio, (int, float)) and 0.0 <= min_lr_ratio <= 1.0):
+        raise ValueError(f"min_lr_ratio: expected a number in [0, 1], got {min_lr_ratio!r}")
     if not 0 <= warmup <= total_steps:
         raise ValueError(f"warmup: expected in [0, {total_steps}], got {warmup}")
 
@@ -154,9 +168,9 @@ class TrainResult:
 def _progress(total: int, desc: str, enabled: bool):
     if not enabled:
         return contextlib.nullcontext(None)
-    from tqdm.auto import tqdm
+    from neurips25_core.progress import progress_bar
 
-    return tqdm(total=total, desc=desc, leave=False, dynamic_ncols=True)
+    return progress_bar(total=total, desc=desc, leave=False)
 
 
 def train(
@@ -197,17 +211,70 @@ def train(
         eval_every: evaluate validation bits/byte every this many steps (0: never; needs a Corpus).
         schedule: False keeps the optimizer's LR constant.
 
+    Training runs under ``torch.enable_grad()``: an outer ``torch.no_grad()`` or
+    ``torch.inference_mode()`` cannot silently turn it off.
+
     Returns:
         A :class:`TrainResult`.
     """
-    if steps < 1:
-        raise ValueError(f"steps: expected >= 1, got {steps}")
-    if grad_clip is not None and grad_clip <= 0:
-        raise ValueError(f"grad_clip: expected > 0 or None, got {grad_clip}")
+    if torch.is_inference_mode_enabled():
+        # Tensors created under inference mode can never take part in autograd; enable_grad does
+        # not undo it, so leave it explicitly for the whole loop.
+        with torch.inference_mode(False):
+            return train(**_locals_for_train(locals()))
+    with torch.enable_grad():
+        return _train(**_locals_for_train(locals()))
+
+
+def _locals_for_train(scope: dict[str, Any]) -> dict[str, Any]:
+    return {k: scope[k] for k in inspect.signature(train).parameters}
+
+
+def _train(
+    model: nn.Module,
+    data: Corpus | Callable[[int], Batch],
+    steps: int,
+    optimizer,
+    lr: float,
+    weight_decay: float,
+    warmup: int | None,
+    min_lr_ratio: float,
+    batch_size: int,
+    seq_len: int,
+    grad_clip: float | None,
+    seed: int,
+    loss_fn,
+    progress: bool,
+    desc: str,
+    eval_every: int,
+    eval_batches: int,
+    schedule: bool,
+) -> TrainResult:
+    if not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps: expected an int >= 1, got {steps!r}")
+    if not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr < 0:
+        raise ValueError(f"lr: expected a finite number >= 0, got {lr!r}")
+    if not isinstance(weight_decay, (int, float)) or not math.isfinite(weight_decay):
+        raise ValueError(f"weight_decay: expected a finite number, got {weight_decay!r}")
+    if not (isinstance(min_lr_ratio, (int, float)) and 0.0 <= min_lr_ratio <= 1.0):
+        raise ValueError(f"min_lr_ratio: expected a number in [0, 1], got {min_lr_ratio!r}")
+    if grad_clip is not None and not (math.isfinite(grad_clip) and grad_clip > 0):
+        raise ValueError(f"grad_clip: expected a finite number > 0 or None, got {grad_clip!r}")
+    if not isinstance(seq_len, int) or seq_len < 1:
+        raise ValueError(f"seq_len: expected an int >= 1, got {seq_len!r}")
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size: expected an int >= 1, got {batch_size!r}")
+    max_pos = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    if isinstance(data, Corpus) and max_pos is not None and seq_len > max_pos:
+        raise ValueError(
+            f"seq_len: {seq_len} exceeds the model's max_position_embeddings={max_pos}"
+        )
     if eval_every and not isinstance(data, Corpus):
         raise ValueError("eval_every: validation needs data to be a Corpus")
     loss_fn = loss_fn or causal_lm_loss
     params = [p for p in model.parameters() if p.requires_grad]
+    if not params:
+        raise ValueError("model: no parameter requires grad, so there is nothing to train")
     if optimizer is None:
         opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, betas=(0.9, 0.95))
     elif isinstance(optimizer, torch.optim.Optimizer):
@@ -292,12 +359,138 @@ def cache_dir() -> Path:
 
 @contextlib.contextmanager
 def _file_lock(path: Path) -> Iterator[None]:
-    with open(path, "w") as handle:
+    with open(path, "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+_TRAIN_SKIP = {"model", "data", "progress", "desc"}
+
+
+def _describe(value: Any) -> Any:
+    """A JSON-able description of an argument: callables by qualified name, configs by their dict."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_describe(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _describe(v) for k, v in value.items()}
+    if isinstance(value, Corpus):
+        return {"corpus": value.fingerprint}
+    if hasattr(value, "to_diff_dict"):
+        return value.to_diff_dict()
+    if isinstance(value, torch.optim.Optimizer):
+        return {"optimizer": type(value).__qualname__, "defaults": _describe(value.defaults)}
+    if callable(value):
+        mod = getattr(value, "__module__", "?")
+        return f"{mod}.{getattr(value, '__qualname__', type(value).__qualname__)}"
+    if isinstance(value, torch.Tensor):
+        return {"tensor": list(value.shape), "dtype": str(value.dtype)}
+    return repr(value)
+
+
+def train_arguments(**kwargs: Any) -> dict[str, Any]:
+    """Every argument :func:`train` would use, defaults filled in, as a JSON-able dict for a cache key.
+
+    ``model``, ``data``, ``progress`` and ``desc`` are left out (the model config and the data
+    fingerprint belong in the key separately; the bar does not change the result). A callable
+    (optimizer factory, loss) is named by its qualified name, so a changed factory needs a
+    changed name or a ``version`` in the key.
+
+    Example:
+        >>> a = train_arguments(steps=10)
+        >>> b = train_arguments(steps=10, weight_decay=0.0)
+        >>> a["weight_decay"], b["weight_decay"], a["warmup"]
+        (0.1, 0.0, None)
+    """
+    unknown = set(kwargs) - set(inspect.signature(train).parameters)
+    if unknown:
+        raise TypeError(f"train_arguments: train() has no argument(s) {sorted(unknown)}")
+    bound = inspect.signature(train).bind_partial(**kwargs)
+    bound.apply_defaults()
+    return {k: _describe(v) for k, v in bound.arguments.items() if k not in _TRAIN_SKIP}
+
+
+def cache_key(key_parts: dict[str, Any]) -> str:
+    """The 16-hex-digit key of ``key_parts`` plus the torch and transformers versions."""
+    import transformers
+
+    described = _describe(dict(key_parts))
+    described["_versions"] = {"torch": torch.__version__, "transformers": transformers.__version__}
+    text = json.dumps(described, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def cached_checkpoint(
+    name: str,
+    key_parts: dict[str, Any],
+    build: Callable[[], tuple[Any, dict[str, Any]]],
+    root: str | Path | None = None,
+) -> tuple[Any, dict[str, Any]]:
+    """Build something once (a trained state dict, say), cache it on disk, load it afterwards.
+
+    The file is ``<root>/<name>-<key>.pt`` where the key hashes ``key_parts`` (put every argument
+    that changes the result in it: the model config, the data fingerprint, ``train_arguments(...)``,
+    the seed) together with the torch and transformers versions. A file lock serialises callers,
+    so concurrent processes (pytest-xdist workers, two benchmarks) wait for the first build
+    instead of repeating it. The payload is written to a temporary file in the same folder,
+    flushed to disk, then renamed into place: a writer killed half-way leaves only a stray
+    temporary file, never a checkpoint that loads.
+
+    Args:
+        name: a file-name prefix (``"tiny_llama"``, ``"andpro_longctx"``): letters, digits, ``_-.``.
+        key_parts: JSON-able description of everything the payload depends on.
+        build: ``() -> (payload, meta)``; the payload is loaded back with ``weights_only=True``,
+            so it must be tensors, dicts, lists and plain numbers/strings (a ``state_dict``).
+            ``meta`` is a JSON-able dict (losses, seconds) stored beside it.
+        root: the cache folder (default :func:`cache_dir`).
+
+    Returns:
+        ``(payload, meta)``; ``meta["key"]`` is the cache key, ``meta["cached"]`` whether it was
+        loaded rather than built in this call.
+    """
+    if not isinstance(name, str) or not name or not all(c.isalnum() or c in "_-." for c in name):
+        raise ValueError(f"name: expected letters, digits and _-. only, got {name!r}")
+    if not isinstance(key_parts, dict):
+        raise TypeError(f"key_parts: expected a dict, got {type(key_parts).__name__}")
+    folder = Path(root) if root is not None else cache_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    key = cache_key({"name": name, **key_parts})
+    path = folder / f"{name}-{key}.pt"
+    with _file_lock(folder / f"{name}-{key}.lock"):
+        if path.exists():
+            try:
+                blob = torch.load(path, map_location="cpu", weights_only=True)
+                meta = json.loads(blob["meta"])
+                meta["cached"] = True
+                return blob["payload"], meta
+            except Exception as exc:  # a file from an older layout or a damaged disk: rebuild
+                print(
+                    f"cached_checkpoint: {path} does not load ({type(exc).__name__}: {exc}); "
+                    "rebuilding it",
+                    file=sys.stderr,
+                )
+        payload, meta = build()
+        if not isinstance(meta, dict):
+            raise TypeError(f"build: expected (payload, dict), got meta {type(meta).__name__}")
+        meta = {**meta, "key": key, "key_parts": _describe(dict(key_parts))}
+        blob = {"payload": payload, "meta": json.dumps(meta, default=str)}
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}-{key}.", suffix=".tmp", dir=folder)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                torch.save(blob, handle)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        meta["cached"] = False
+        return payload, meta
 
 
 def pretrained_tiny_llama(
@@ -309,65 +502,82 @@ def pretrained_tiny_llama(
     lr: float = 3e-3,
     corpus: Corpus | None = None,
     progress: bool = True,
+    **train_kwargs: Any,
 ) -> nn.Module:
     """A tiny Llama trained on the stdlib corpus, loaded from the on-disk cache when present.
 
-    The cache key hashes the config, the corpus fingerprint and every training argument, so a
-    change to any of them trains a new model. Training metadata (final loss, validation bits/byte,
-    seconds) is stored beside the weights and attached as ``model.neurips25_meta``.
+    Cached through :func:`cached_checkpoint`: the key covers the config, the corpus fingerprint,
+    every argument of :func:`train` (defaults included) and the library versions, so a change to
+    any of them trains a new model. Training metadata (final loss, validation bits/byte, seconds)
+    is attached as ``model.neurips25_meta``. Works under ``torch.no_grad()`` on an empty cache.
+
+    Args:
+        config: a ``LlamaConfig`` (default :func:`tiny_llama_config`).
+        steps, seed, batch_size, seq_len, lr: passed to :func:`train` (``seed`` also seeds the init).
+        corpus: the training corpus (default :func:`stdlib_corpus`).
+        progress: show a bar while training.
+        **train_kwargs: any other :func:`train` argument (``weight_decay``, ``warmup``, ...).
 
     Returns:
         The model in eval mode on CPU.
     """
     config = config if config is not None else tiny_llama_config()
     corpus = corpus if corpus is not None else stdlib_corpus()
-    key_src = json.dumps(
-        {
-            "config": config.to_diff_dict() if hasattr(config, "to_diff_dict") else str(config),
-            "corpus": corpus.fingerprint,
+    args = dict(steps=steps, seed=seed, batch_size=batch_size, seq_len=seq_len, lr=lr)
+    args.update(train_kwargs)
+    model = tiny_llama(config, seed=seed)
+
+    def build():
+        res = train(model, corpus, progress=progress, desc="pretrain tiny llama", **args)
+        tail = res.losses[-20:]
+        meta = {
             "steps": steps,
-            "seed": seed,
-            "batch_size": batch_size,
-            "seq_len": seq_len,
-            "lr": lr,
-            "version": 1,
+            "final_train_loss": sum(tail) / len(tail),
+            "val_bpb": evaluate_bpb(model, corpus, seq_len=seq_len),
+            "seconds": res.seconds,
+        }
+        return model.state_dict(), meta
+
+    state, meta = cached_checkpoint(
+        "tiny_llama",
+        {
+            "config": config,
+            "data": corpus.fingerprint,
+            "init_seed": seed,
+            "train": train_arguments(**args),
+            "version": 2,
         },
-        sort_keys=True,
-        default=str,
+        build,
     )
-    key = hashlib.sha256(key_src.encode()).hexdigest()[:16]
-    root = cache_dir()
-    weights = root / f"tiny_llama-{key}.pt"
-    meta_path = root / f"tiny_llama-{key}.json"
-    with _file_lock(root / f"tiny_llama-{key}.lock"):
-        model = tiny_llama(config, seed=seed)
-        if weights.exists() and meta_path.exists():
-            model.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
-            meta = json.loads(meta_path.read_text())
-        else:
-            res = train(
-                model,
-                corpus,
-                steps,
-                lr=lr,
-                batch_size=batch_size,
-                seq_len=seq_len,
-                seed=seed,
-                progress=progress,
-                desc=f"pretrain tiny llama {key}",
-            )
-            meta = {
-                "key": key,
-                "steps": steps,
-                "final_train_loss": sum(res.losses[-20:]) / len(res.losses[-20:]),
-                "val_bpb": evaluate_bpb(model, corpus, seq_len=seq_len),
-                "seconds": res.seconds,
-                "spec": json.loads(key_src),
-            }
-            tmp = weights.with_suffix(".tmp")
-            torch.save(model.state_dict(), tmp)
-            tmp.replace(weights)
-            meta_path.write_text(json.dumps(meta, indent=2, default=str))
+    if meta["cached"]:
+        model.load_state_dict(state)
     model.eval()
     model.neurips25_meta = meta
     return model
+
+
+#: The tiny Llama each mode starts from: a toy one that trains in about a second for ``smoke``, the
+#: standard 0.87M-parameter one (600 steps, about two minutes on two cores, cached) otherwise.
+SMOKE_LLAMA = {"hidden_size": 32, "num_layers": 2, "num_heads": 2, "max_position_embeddings": 1024}
+
+
+def pretrained_tiny_llama_for(mode: str, progress: bool = True, **overrides: Any) -> nn.Module:
+    """The pretrained tiny Llama for a benchmark mode (``ctx.mode``): toy-sized in ``smoke`` mode.
+
+    ``smoke`` trains a 2-layer width-32 model for 30 steps (batch 4, 64 bytes): a real, cached
+    model in about a second, so a smoke case on an empty cache exercises the same code path as
+    the full run. ``quick`` and ``full`` return :func:`pretrained_tiny_llama`'s default model.
+    ``overrides`` go to :func:`pretrained_tiny_llama` in every mode.
+    """
+    if mode not in ("smoke", "quick", "full"):
+        raise ValueError(f"mode: expected 'smoke', 'quick' or 'full', got {mode!r}")
+    if mode == "smoke":
+        args: dict[str, Any] = {
+            "config": tiny_llama_config(**SMOKE_LLAMA),
+            "steps": 30,
+            "batch_size": 4,
+            "seq_len": 64,
+        }
+        args.update(overrides)
+        return pretrained_tiny_llama(progress=progress, **args)
+    return pretrained_tiny_llama(progress=progress, **overrides)

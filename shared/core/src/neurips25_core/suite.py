@@ -14,13 +14,13 @@ SUITE = Suite(
 @SUITE.case("roofline", kind="speed")
 def roofline_case(ctx: Context) -> None:
     """fp32 matmul FLOP/s and copy bandwidth (bytes read + written); bf16 FLOP/s on GPU."""
-    size = 1024 if ctx.quick else 4096
-    copy = (256 << 20) if ctx.quick else (1 << 30)
     import torch
 
     if torch.cuda.is_available():
-        size, copy = (4096, 256 << 20) if ctx.quick else (8192, 2 << 30)
-    r = roofline(matmul_size=size, copy_bytes=copy, min_time=0.3 if ctx.quick else 1.0)
+        size, copy = ctx.pick(smoke=(1024, 64 << 20), quick=(4096, 256 << 20), full=(8192, 2 << 30))
+    else:
+        size, copy = ctx.pick(smoke=(256, 16 << 20), quick=(1024, 256 << 20), full=(4096, 1 << 30))
+    r = roofline(matmul_size=size, copy_bytes=copy, min_time=ctx.pick(0.05, 0.3, 1.0))
     ctx.record("fp32_matmul", r["fp32_flops"] / 1e9, "GFLOP/s", lower_is_better=False, n=size)
     if "bf16_flops" in r:
         ctx.record("bf16_matmul", r["bf16_flops"] / 1e9, "GFLOP/s", lower_is_better=False, n=size)
