@@ -7,11 +7,10 @@ handful of lines, not a thousand.
 
 Example:
     >>> from neurips25_core.progress import progress_bar
-    >>> with progress_bar(total=3, desc="demo", enabled=False) as bar:
-    ...     for _ in range(3):
-    ...         bar.update(1)
-    >>> bar.n
-    3
+    >>> for step in progress_bar(range(3), desc="demo", enabled=False):
+    ...     pass
+    >>> step
+    2
 """
 
 from __future__ import annotations

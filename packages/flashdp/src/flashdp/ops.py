@@ -1,0 +1,1 @@
+"""Public ops of flashdp: argument checks, autograd functions and backend dispatch."""

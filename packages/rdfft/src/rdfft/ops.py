@@ -1,0 +1,1 @@
+"""Public ops of rdfft: argument checks, autograd functions and backend dispatch."""
