@@ -1,0 +1,1 @@
+"""Public ops of dlgn: argument checks, autograd functions and backend dispatch."""
