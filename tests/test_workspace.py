@@ -91,7 +91,7 @@ def test_importing_is_lean(member):
     """Importing a member and touching its public API needs no Triton and never initialises CUDA.
 
     Triton is blocked in the subprocess, so a package that imports its kernels eagerly fails here
-    (DESIGN.md: kernels are imported lazily, so packages import on macOS where Triton is absent).
+    (CONTRIBUTING.md: kernels are imported lazily, so packages import on macOS where Triton is absent).
     """
     name = import_name(member)
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}

@@ -33,7 +33,7 @@ def import_name(member: Path) -> str:
 
 
 def structure_problems(member: Path) -> list[str]:
-    """What a member lacks from DESIGN.md's layout (README, tests, src package, registered suite)."""
+    """What a member lacks from CONTRIBUTING.md's layout (README, tests, src package, registered suite)."""
     problems = []
     if not (member / "README.md").is_file():
         problems.append("no README.md")

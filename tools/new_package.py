@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Scaffold a new per-paper package: ``python tools/new_package.py NAME [--paper TITLE] [--url URL]``.
 
-Creates ``packages/NAME`` with the layout of DESIGN.md (pyproject with the benchmark entry point,
+Creates ``packages/NAME`` with the layout of CONTRIBUTING.md (pyproject with the benchmark entry point,
 src layout with reference/ops/bench modules, a README skeleton, a tests folder, a results folder)
 and registers the package in the root ``pyproject.toml`` (workspace source + dev group) so that
 ``uv run pytest`` and ``uv run neurips25 bench`` pick it up. Standard library only.

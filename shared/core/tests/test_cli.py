@@ -57,3 +57,30 @@ def test_report_gathers_committed_results(tmp_path, capsys):
     assert cli.main(["report", "--root", str(tmp_path), "--out", str(tmp_path / "R.md")]) == 0
     text = (tmp_path / "R.md").read_text()
     assert "## demo" in text and "2×" in text
+
+
+def test_bench_smoke_mode_runs_the_core_suite(tmp_path, capsys):
+    assert cli.main(["bench", "core", "--smoke", "--out", str(tmp_path), "--no-progress"]) == 0
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert {r["params"].get("n") for r in results if r["metric"] == "fp32_matmul"} == {256}
+    assert "--smoke" in (tmp_path / "results.md").read_text()
+
+
+def test_results_from_a_dirty_tree_warn(tmp_path, monkeypatch, capsys):
+    import subprocess
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    run = lambda *a: subprocess.run(["git", *a], cwd=repo, check=True, capture_output=True)  # noqa: E731
+    run("init", "-q")
+    (repo / "f.txt").write_text("a")
+    run("add", "f.txt")
+    run("-c", "user.email=x@y", "-c", "user.name=x", "commit", "-qm", "x")
+    monkeypatch.chdir(repo)
+    cli._warn_if_dirty_results(repo / "packages" / "p" / "results")
+    assert "uncommitted" not in capsys.readouterr().err
+    (repo / "f.txt").write_text("b")
+    cli._warn_if_dirty_results(repo / "packages" / "p" / "results")
+    assert "uncommitted changes" in capsys.readouterr().err
+    cli._warn_if_dirty_results(repo / "bench-out")  # not a results folder: no warning
+    assert capsys.readouterr().err == ""

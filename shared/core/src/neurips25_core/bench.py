@@ -3,19 +3,22 @@
 A package declares one :class:`Suite` and registers it under the entry-point group
 ``neurips25.benchmarks``. Each case is a function taking a :class:`Context`; it records results
 with :meth:`Context.record`, naming the baseline measured *in the same run*, so every claim is a
-ratio measured side by side::
+ratio measured side by side. Every case runs in every mode (``smoke``, ``quick``, ``full``) and
+sizes itself with :meth:`Context.pick`::
 
     SUITE = Suite(name="mypkg", paper="My Paper", url="https://arxiv.org/abs/...")
 
 
     @SUITE.case("matmul", kind="speed")
     def matmul(ctx):
-        ours = time_fn(lambda: fast(x))
-        base = time_fn(lambda: x @ w)
-        ctx.record("time", ours.median, "s", baseline="torch.mm", baseline_value=base.median)
+        n = ctx.pick(smoke=64, quick=512, full=2048)
+        ...
+        compare({"torch.mm": lambda: x @ w, "ours": lambda: fast(x)}, baseline="torch.mm").record(
+            ctx
+        )
 
-On CPU the timer warms up, then repeats ``time.perf_counter`` and reports the median with p20/p80;
-on GPU it uses CUDA events. Peak memory uses the CUDA allocator's statistics on GPU and the peak
+:func:`compare` interleaves the functions round by round and reports medians with p20/p80 and
+ratios of medians; on GPU it uses CUDA events. Peak memory uses the CUDA allocator's statistics on GPU and the peak
 RSS of a fresh subprocess on CPU.
 """
 
