@@ -109,3 +109,31 @@ def test_core_depends_on_nothing_in_the_workspace():
     core = ROOT / "shared" / "core"
     others = {project(m)["name"] for m in MEMBERS if m != core}
     assert not declared_distributions(core) & others
+
+
+# What only the core may define (CONTRIBUTING.md, "The core's helpers"): a package that sets the
+# thread count, reads /proc for peak RSS, takes a file lock or saves checkpoints into the cache
+# folder itself has copied a core helper instead of using it.
+_CORE_ONLY = {
+    "torch.set_num_threads(": "use neurips25_core.bench.single_thread()/num_threads(n)",
+    "VmHWM": "use neurips25_core.bench.peak_rss_subprocess",
+    "clear_refs": "use neurips25_core.bench.peak_rss_subprocess",
+    "fcntl": "use neurips25_core.models.cached_checkpoint (it holds the lock)",
+    "cache_dir()": "use neurips25_core.models.cached_checkpoint",
+}
+
+
+@pytest.mark.parametrize("member", [m for m in MEMBERS if m.parent.name == "packages"], ids=IDS[1:])
+def test_member_has_no_copy_of_a_core_helper(member):
+    found = []
+    for path in sorted((member / "src").rglob("*.py")):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if "core-helper-ok" in line:  # e.g. inside the code string a fresh subprocess runs
+                continue
+            for needle, instead in _CORE_ONLY.items():
+                if needle in line:
+                    found.append(f"{path.relative_to(ROOT)}:{number}: {needle!r} ({instead})")
+    assert found == [], (
+        "\n".join(found) + "\n(a line that must stay, e.g. in a subprocess's code string, "
+        "carries a '# core-helper-ok: why' comment)"
+    )
