@@ -1,0 +1,1 @@
+"""Public ops of qpalette: argument checks, autograd functions and backend dispatch."""
