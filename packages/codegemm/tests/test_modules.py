@@ -147,3 +147,80 @@ def test_module_runs_triton_impl(layer_pair):
     )
     x = randn(2, 256, seed=6)
     assert_close(small(x), codebook_matmul_reference(x, small.codes, small.codebooks, small.scales))
+
+
+@pytest.fixture(scope="module")
+def small_b4():
+    """A 4-bit-codebook layer (C = 16): uint8 codes 16..255 are out of range."""
+    torch.manual_seed(3)
+    config = CodebookConfig(
+        num_codebooks=2, vector_size=8, codebook_bits=4, kmeans_iters=2, refine_rounds=0
+    )
+    return codegemm.quantize_linear(torch.nn.Linear(256, 24), config)
+
+
+def test_load_state_dict_refuses_out_of_range_codes(small_b4):
+    state = {k: v.clone() for k, v in small_b4.state_dict().items()}
+    state["codes"][3, 5, 1] = 200  # C = 16
+    fresh = CodebookLinear(256, 24, small_b4.config)
+    before = fresh.codes.clone()
+    with pytest.raises(ValueError, match=r"state_dict\['codes'\].*values < C=16.*200"):
+        fresh.load_state_dict(state)
+    assert torch.equal(fresh.codes, before)  # refused before anything was copied
+    # nested: the key of the submodule is named
+    model = torch.nn.Sequential(CodebookLinear(256, 24, small_b4.config))
+    with pytest.raises(ValueError, match=r"0\.codes"):
+        model.load_state_dict({f"0.{k}": v for k, v in state.items()})
+
+
+def test_load_state_dict_refuses_wrong_dtype_and_format(small_b4):
+    state = dict(small_b4.state_dict())
+    fresh = CodebookLinear(256, 24, small_b4.config)
+    with pytest.raises(TypeError, match="uint8"):  # copy_ would wrap int64 codes silently
+        fresh.load_state_dict({**state, "codes": state["codes"].long() + 256})
+    other = CodebookLinear(256, 24, CodebookConfig.m1v4())
+    with pytest.raises(ValueError, match="does not fit"):
+        other.load_state_dict(state)
+
+
+def test_codes_are_checked_once_per_change_not_per_call(small_b4, monkeypatch):
+    import codegemm.modules as modules
+
+    x = randn(2, 256, seed=9)
+    expected = small_b4(x)
+    calls = []
+    real = modules.check_format
+    monkeypatch.setattr(modules, "check_format", lambda *a, **k: calls.append(1) or real(*a, **k))
+    fresh = CodebookLinear(256, 24, small_b4.config)
+    fresh.load_state_dict(small_b4.state_dict())
+    assert len(calls) == 1  # on load
+    for _ in range(3):
+        assert torch.equal(fresh(x), expected)
+    assert len(calls) == 1  # never again while the codes stay the same
+    with torch.no_grad():
+        fresh.codes[0, 0, 0] = 17  # an in-place edit bumps the version: checked on the next call
+    with pytest.raises(ValueError, match="values < C=16"):
+        fresh(x)
+    assert len(calls) == 2
+
+
+def test_quantized_llama_forced_psumbook_matches_dequantized_model(llama_pair, monkeypatch):
+    """48 tokens (auto would pick dequant): every layer forced onto the psumbook path."""
+    import codegemm.ops as ops
+
+    reference, quantized, _ = llama_pair
+    dequantized = tiny_llama(reference.config, seed=0).eval()
+    layers = {n: m for n, m in quantized.named_modules() if isinstance(m, CodebookLinear)}
+    for name, module in layers.items():
+        dequantized.get_submodule(name).weight.data.copy_(module.dequantize())
+    seen = []
+    real = ops._forward
+    monkeypatch.setattr(ops, "_forward", lambda *a: seen.append(a[4]) or real(*a))
+    for m in layers.values():
+        monkeypatch.setattr(m, "backend", "psumbook")
+    ids = torch.randint(0, 256, (2, 24), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        ours = quantized(ids).logits
+        deq = dequantized(ids).logits
+    assert seen == ["psumbook"] * len(layers)
+    assert_close(ours, deq, rtol=1e-5, name="psumbook logits")

@@ -17,7 +17,15 @@ import math
 import torch
 import torch.nn.functional as F
 
-from neurips25_core.bench import Context, Suite, plot_bars, plot_lines, roofline
+from neurips25_core.bench import (
+    Context,
+    Suite,
+    compare,
+    plot_bars,
+    plot_lines,
+    roofline,
+    single_thread,
+)
 
 from .config import CodebookConfig
 from .psumbook import dequant_matmul, make_plan, psumbook_matmul
@@ -38,32 +46,6 @@ LLAMA3_8B = (
 )
 
 
-class _threads:
-    """Pin torch to n intra-op threads for the duration (the machine this suite targets has 2)."""
-
-    def __init__(self, n: int) -> None:
-        self.n = n
-
-    def __enter__(self):
-        self.before = torch.get_num_threads()
-        torch.set_num_threads(self.n)
-
-    def __exit__(self, *exc):
-        torch.set_num_threads(self.before)
-
-
-def _time_paths(x, codes, books, scales, plan, dense, min_time, best):
-    return _interleaved(
-        {
-            "psumbook": lambda: psumbook_matmul(x, books, scales, plan),
-            "dequant": lambda: dequant_matmul(x, codes, books, scales, plan.rebuild),
-            "dense": lambda: F.linear(x, dense),
-        },
-        min_time=min_time,
-        best=best,
-    )
-
-
 def _random_layer(rows, k, config, seed=0):
     gen = torch.Generator().manual_seed(seed)
     m, v, size = config.num_codebooks, config.vector_size, config.codebook_size
@@ -73,59 +55,28 @@ def _random_layer(rows, k, config, seed=0):
     return codes, books, scales
 
 
-def _interleaved(
-    fns: dict, min_time: float, min_rounds: int = 7, max_rounds: int = 200, best: dict | None = None
-) -> dict[str, float]:
-    """Median seconds per call of each function, timed round-robin (``best`` receives the minima).
-
-    The minimum is the least-disturbed call: under heavy background load the better estimate of
-    the cost itself, while the median is what a user on this machine would see.
-
-    The machine is shared: taking the paths in turn, round after round, exposes all of them to the
-    same background load, so their ratio stays meaningful even when absolute times drift.
-    """
-    import statistics
-    import time
-
-    for fn in fns.values():
-        fn()
-        fn()
-    samples = {name: [] for name in fns}
-    start = time.perf_counter()
-    rounds = 0
-    while rounds < max_rounds and (
-        rounds < min_rounds or time.perf_counter() - start < min_time * len(fns)
-    ):
-        for name, fn in fns.items():
-            t0 = time.perf_counter()
-            fn()
-            samples[name].append(time.perf_counter() - t0)
-        rounds += 1
-    if best is not None:
-        best.update({name: min(vals) for name, vals in samples.items()})
-    return {name: statistics.median(vals) for name, vals in samples.items()}
-
-
-def _primitive_rates(quick: bool) -> dict[str, float]:
+def _primitive_rates(ctx: Context) -> dict[str, float]:
     """The cost model's rates, from micro-benchmarks on shapes other than the timed layers.
 
     r_l, r_g: a gather-add of L table rows of width w costs L/r_l + L·w/r_g (``embedding_bag``
     over a Psumbook-sized table at w = 1 and w = 16, solved for both); r_a: adds/s of rebuilding
     weights from codebooks (``embedding_bag``, m = 2, v = 8); r_mac: the per-token MAC rate of a
     weight-stationary GEMM (``F.linear`` on a 2048×2048 weight, slope between N = 1 and 16);
-    BW: the core roofline's copy bandwidth.
+    BW: the core roofline's copy bandwidth. All timings are interleaved medians
+    (``neurips25_core.bench.compare``).
     """
     gen = torch.Generator().manual_seed(0)
     rows = 512 * 2 * 256
-    bags = 8192 if quick else 32768
+    bags = ctx.pick(smoke=1024, quick=8192, full=32768)
     idx = torch.randint(0, rows, (bags, 32), generator=gen, dtype=torch.int32)
     narrow, wide = torch.randn(rows, 1, generator=gen), torch.randn(rows, 16, generator=gen)
     books = torch.randn(512, 8, generator=gen)
-    vec = (1 << 18) if quick else (1 << 20)
+    vec = ctx.pick(smoke=1 << 14, quick=1 << 18, full=1 << 20)
     ridx = torch.randint(0, 512, (vec, 2), generator=gen, dtype=torch.int32)
-    weight = torch.randn(2048, 2048, generator=gen)
-    x1, x16 = torch.randn(1, 2048, generator=gen), torch.randn(16, 2048, generator=gen)
-    t = _interleaved(
+    width = ctx.pick(smoke=512, quick=2048, full=2048)
+    weight = torch.randn(width, width, generator=gen)
+    x1, x16 = torch.randn(1, width, generator=gen), torch.randn(16, width, generator=gen)
+    cmp = compare(
         {
             "g1": lambda: F.embedding_bag(idx, narrow, mode="sum"),
             "g16": lambda: F.embedding_bag(idx, wide, mode="sum"),
@@ -133,13 +84,19 @@ def _primitive_rates(quick: bool) -> dict[str, float]:
             "mm1": lambda: F.linear(x1, weight),
             "mm16": lambda: F.linear(x16, weight),
         },
-        min_time=0.2,
+        min_time=ctx.pick(smoke=0.02, quick=0.2, full=0.2),
+        min_rounds=ctx.pick(smoke=3, quick=7, full=7),
     )
+    t = {name: timing.median for name, timing in cmp.timings.items()}
     lookups = bags * 32
     per_element = max((t["g16"] - t["g1"]) / (15 * lookups), 1e-15)
     per_lookup = max(t["g1"] / lookups - per_element, 1e-15)
-    per_mac = max((t["mm16"] - t["mm1"]) / (15 * 2048 * 2048), 1e-15)
-    roof = roofline(matmul_size=1024 if quick else 2048, copy_bytes=256 << 20)
+    per_mac = max((t["mm16"] - t["mm1"]) / (15 * width * width), 1e-15)
+    roof = roofline(
+        matmul_size=ctx.pick(smoke=256, quick=1024, full=2048),
+        copy_bytes=ctx.pick(smoke=16 << 20, quick=256 << 20, full=256 << 20),
+        min_time=ctx.pick(smoke=0.1, quick=1.0, full=1.0),
+    )
     return {
         "r_l": 1 / per_lookup,
         "r_g": 1 / per_element,
@@ -179,23 +136,40 @@ def measured_crossover(tokens, psumbook, dequant) -> tuple[float, str]:
     return n0 + (n1 - n0) * (-d0) / (d1 - d0), "="
 
 
+def _layer_fns(x, codes, books, scales, plan, dense) -> dict:
+    """The three timed paths; the first, dequantize-then-GEMM, is the baseline."""
+    return {
+        "dequant+F.linear": lambda: dequant_matmul(x, codes, books, scales, plan.rebuild),
+        "psumbook": lambda: psumbook_matmul(x, books, scales, plan),
+        "dense fp32 F.linear": lambda: F.linear(x, dense),
+    }
+
+
+def _layer_sizes(ctx: Context):
+    """(label, M, K) per timed layer: Llama-3-8B rows / 4 in quick, K / 8 and rows / 32 in smoke."""
+    rows_div = ctx.pick(smoke=32, quick=4, full=1)
+    k_div = ctx.pick(smoke=8, quick=1, full=1)
+    return [(label, rows // rows_div, k // k_div) for label, rows, k in LLAMA3_8B]
+
+
 @SUITE.case("matmul_speed", kind="speed")
 def matmul_speed(ctx: Context) -> None:
     """Psumbook vs dequant+F.linear vs dense fp32 at Llama-3-8B shapes, N = 1..16 (CPU, 1 thread).
 
-    One intra-op thread: the 2 cores are shared with other jobs, and a 2-thread op stalls whenever
-    one of its threads is descheduled (timings varied 10× run to run); with 1 thread the
-    round-robin medians of the three paths are stable and comparable.
+    One intra-op thread (``neurips25_core.bench.single_thread``): the 2 cores are shared with other
+    jobs, and a 2-thread op stalls whenever one of its threads is descheduled (timings varied 10×
+    run to run); with 1 thread the interleaved medians of the three paths
+    (``neurips25_core.bench.compare``) are stable and comparable.
     """
-    configs = (
-        {"m2v8": CodebookConfig.m2v8()}
-        if ctx.quick
-        else {"m2v8": CodebookConfig.m2v8(), "m1v4": CodebookConfig.m1v4()}
-    )
-    shrink = 4 if ctx.quick else 1
-    min_time = 0.3 if ctx.quick else 0.5
-    with _threads(1):
-        rates = _primitive_rates(ctx.quick)
+    configs = {"m2v8": CodebookConfig.m2v8()}
+    if ctx.full:
+        configs["m1v4"] = CodebookConfig.m1v4()
+    tokens = ctx.pick(smoke=(1, 4, 16), quick=TOKENS, full=TOKENS)
+    min_time = ctx.pick(smoke=0.01, quick=0.3, full=0.5)
+    min_rounds = ctx.pick(smoke=3, quick=7, full=7)
+    layers = _layer_sizes(ctx)
+    with single_thread():
+        rates = _primitive_rates(ctx)
         ctx.record("copy_bandwidth", rates["bandwidth"] / 1e9, "GB/s", lower_is_better=False)
         for name, config in configs.items():
             m, v = config.num_codebooks, config.vector_size
@@ -208,44 +182,38 @@ def matmul_speed(ctx: Context) -> None:
                 **{key: f"{val:.3g}" for key, val in rates.items()},
             )
             curves = {}
-            for label, rows_full, k in LLAMA3_8B:
-                rows = rows_full // shrink
+            for label, rows, k in layers:
                 codes, books, scales = _random_layer(rows, k, config)
                 plan = make_plan(codes, config.codebook_size, v, config.group_size)
                 dense = torch.randn(rows, k) * 0.02
+                ctx.record(
+                    "bits_per_weight_total",
+                    config.effective_bits_per_weight(rows, k),
+                    "bits/weight",
+                    config=name,
+                    M=rows,
+                    K=k,
+                    codes=m * config.codebook_bits / v,
+                    scales=16 / config.group_size,
+                    codebooks=round(m * config.codebook_size * v * 16 / (rows * k), 4),
+                )
                 times = {"psumbook": [], "dequant": [], "dense fp32": []}
-                best_times = {"psumbook": [], "dequant": [], "dense fp32": []}
-                for n in TOKENS:
+                for n in tokens:
                     x = torch.randn(n, k)
-                    best = {}
-                    med = _time_paths(x, codes, books, scales, plan, dense, min_time, best)
-                    t_ps, t_dq, t_fp = med["psumbook"], med["dequant"], med["dense"]
+                    fns = _layer_fns(x, codes, books, scales, plan, dense)
+                    ps, dq = fns["psumbook"](), fns["dequant+F.linear"]()
+                    if float((ps - dq).norm() / dq.norm()) > 1e-4:  # outputs equal before timing
+                        raise AssertionError(f"psumbook and dequant disagree at {label} N={n}")
+                    cmp = compare(fns, baseline="dequant+F.linear", min_time=min_time,
+                                  min_rounds=min_rounds)  # fmt: skip
+                    shape = dict(config=name, M=rows, K=k, N=n)
+                    cmp.record(ctx, metric="time", **shape)
+                    t_ps = cmp["psumbook"].median
+                    t_dq = cmp["dequant+F.linear"].median
+                    t_fp = cmp["dense fp32 F.linear"].median
                     times["psumbook"].append(t_ps)
                     times["dequant"].append(t_dq)
                     times["dense fp32"].append(t_fp)
-                    for key, name_ in (
-                        ("psumbook", "psumbook"),
-                        ("dequant", "dequant"),
-                        ("dense", "dense fp32"),
-                    ):
-                        best_times[name_].append(best[key])
-                    shape = dict(config=name, M=rows, K=k, N=n)
-                    ctx.record(
-                        "psumbook_time",
-                        t_ps,
-                        "s",
-                        baseline="dequant+F.linear",
-                        baseline_value=t_dq,
-                        **shape,
-                    )
-                    ctx.record(
-                        "psumbook_time_best",
-                        best["psumbook"],
-                        "s",
-                        baseline="dequant+F.linear (best)",
-                        baseline_value=best["dequant"],
-                        **shape,
-                    )
                     ctx.record(
                         "psumbook_vs_dense",
                         t_ps,
@@ -255,21 +223,11 @@ def matmul_speed(ctx: Context) -> None:
                         **shape,
                     )
                     ctx.log(
-                        f"  {name} {rows}x{k} N={n}: psumbook {t_ps * 1e3:.2f} ms, dequant {t_dq * 1e3:.2f} ms, dense {t_fp * 1e3:.2f} ms"
+                        f"  {name} {rows}x{k} N={n}: psumbook {t_ps * 1e3:.2f} ms, dequant "
+                        f"{t_dq * 1e3:.2f} ms, dense {t_fp * 1e3:.2f} ms (medians, load "
+                        f"{cmp.load_start}->{cmp.load_end})"
                     )
-                best_cross, best_bound = measured_crossover(
-                    TOKENS, best_times["psumbook"], best_times["dequant"]
-                )
-                ctx.record(
-                    "crossover_measured_best",
-                    best_cross,
-                    "tokens",
-                    config=name,
-                    M=rows,
-                    K=k,
-                    bound=best_bound,
-                )
-                measured, bound = measured_crossover(TOKENS, times["psumbook"], times["dequant"])
+                measured, bound = measured_crossover(tokens, times["psumbook"], times["dequant"])
                 ctx.record(
                     "crossover_measured",
                     measured,
@@ -295,40 +253,34 @@ def matmul_speed(ctx: Context) -> None:
                         + 4 * (k // v) * m * 256
                         + 4 * (k + rows)
                     )
-                    for timing, source in (("median", times), ("best", best_times)):
-                        t1 = source["psumbook"][0]
-                        for kind, nbytes in (
-                            ("format", fmt_bytes),
-                            ("int32 indices read", real_bytes),
-                        ):
-                            ctx.record(
-                                "batch1_bandwidth_fraction",
-                                nbytes / t1 / rates["bandwidth"],
-                                "of copy BW",
-                                lower_is_better=False,
-                                M=rows,
-                                K=k,
-                                bytes=kind,
-                                time=timing,
-                            )
+                    t1 = times["psumbook"][0]
+                    for kind, nbytes in (("format", fmt_bytes), ("int32 indices read", real_bytes)):
                         ctx.record(
-                            "batch1_dense_bandwidth_fraction",
-                            4 * rows * k / source["dense fp32"][0] / rates["bandwidth"],
+                            "batch1_bandwidth_fraction",
+                            nbytes / t1 / rates["bandwidth"],
                             "of copy BW",
                             lower_is_better=False,
                             M=rows,
                             K=k,
-                            time=timing,
+                            bytes=kind,
                         )
+                    ctx.record(
+                        "batch1_dense_bandwidth_fraction",
+                        4 * rows * k / times["dense fp32"][0] / rates["bandwidth"],
+                        "of copy BW",
+                        lower_is_better=False,
+                        M=rows,
+                        K=k,
+                    )
                 curves[label] = times
-            big = curves[LLAMA3_8B[1][0]]
+            big_label, big_rows, big_k = layers[1]
             plot_lines(
-                TOKENS,
-                {key: [t * 1e3 for t in val] for key, val in big.items()},
+                list(tokens),
+                {key: [t * 1e3 for t in val] for key, val in curves[big_label].items()},
                 ctx.path(f"speed_{name}.png"),
                 xlabel="tokens N",
                 ylabel="ms (median)",
-                title=f"{name} {LLAMA3_8B[1][1] // shrink}x{LLAMA3_8B[1][2]} on CPU (1 thread)",
+                title=f"{name} {big_rows}x{big_k} on CPU (1 thread)",
                 logx=True,
                 logy=True,
             )
@@ -337,8 +289,12 @@ def matmul_speed(ctx: Context) -> None:
 @SUITE.case("gaussian_layer", kind="quality")
 def gaussian_layer(ctx: Context) -> None:
     """‖W−Ŵ‖/‖W‖ on an i.i.d. Gaussian layer: codebook formats vs 2-bit RTN (spec §5)."""
-    rows, k = (256, 512) if ctx.quick else (512, 1024)
-    iters = {"kmeans_iters": 10, "refine_rounds": 2} if ctx.quick else {}
+    rows, k = ctx.pick(smoke=(64, 256), quick=(256, 512), full=(512, 1024))
+    iters = ctx.pick(
+        smoke={"kmeans_iters": 2, "refine_rounds": 0},
+        quick={"kmeans_iters": 10, "refine_rounds": 2},
+        full={},
+    )
     w = torch.randn(rows, k, generator=torch.Generator().manual_seed(0))
     rtn = relative_weight_error(w, round_to_nearest(w, 2, 128))
     ctx.record("weight_error", rtn, "rel", method="rtn2 g128", bpw=2.25, M=rows, K=k)
@@ -384,14 +340,18 @@ def _rtn_model(model, configs):
 def tiny_llama_quality(ctx: Context) -> None:
     """The core's cached tiny Llama: m1v4, m2v8 (data-free and calibrated) vs 2-bit RTN, val bits/byte."""
     from neurips25_core.data import stdlib_corpus
-    from neurips25_core.models import evaluate_bpb, pretrained_tiny_llama
+    from neurips25_core.models import evaluate_bpb, pretrained_tiny_llama_for
 
     from .modules import quantize_
 
     corpus = stdlib_corpus()
-    model = pretrained_tiny_llama().eval()
-    batches = 10 if ctx.quick else 40
-    iters = {"kmeans_iters": 6, "refine_rounds": 1} if ctx.quick else {}
+    model = pretrained_tiny_llama_for(ctx.mode).eval()
+    batches = ctx.pick(smoke=2, quick=10, full=40)
+    iters = ctx.pick(
+        smoke={"kmeans_iters": 2, "refine_rounds": 0},
+        quick={"kmeans_iters": 6, "refine_rounds": 1},
+        full={},
+    )
     with torch.no_grad():
         fp_bpb = evaluate_bpb(model, corpus, num_batches=batches)
         ctx.record("val_bpb", fp_bpb, "bits/byte", method="fp32", bpw=32.0)
@@ -442,13 +402,14 @@ def tiny_llama_quality(ctx: Context) -> None:
                     ctx.record("weight_error", math.sqrt(num / den), "rel", method="rtn2")
                     results["rtn2"] = rtn_bpb
                 bpb = evaluate_bpb(q, corpus, num_batches=batches)
-                num = den = bits = weights = 0.0
+                num = den = bits = bits_cs = weights = 0.0
                 for name, fit in report["quantized"].items():
                     w = model.get_submodule(name).weight.double()
                     num += (fit.error**2) * float(w.square().sum())
                     den += float(w.square().sum())
                     c = configs[name]
                     bits += c.effective_bits_per_weight(*w.shape) * w.numel()
+                    bits_cs += c.bits_per_weight * w.numel()
                     weights += w.numel()
                 label = preset + ("+calib" if calibrated else "")
                 ctx.record(
@@ -458,7 +419,7 @@ def tiny_llama_quality(ctx: Context) -> None:
                     baseline="rtn2",
                     baseline_value=rtn_bpb,
                     method=label,
-                    bpw_codes_scales=config.bits_per_weight,
+                    bpw_codes_scales=round(bits_cs / weights, 3),
                     bpw_with_codebooks=round(bits / weights, 3),
                 )
                 ctx.record("weight_error", math.sqrt(num / den), "rel", method=label)

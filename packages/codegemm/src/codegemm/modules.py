@@ -16,6 +16,8 @@ from .quantizer import QuantizeResult, quantize_weight
 
 __all__ = ["CodebookLinear", "default_filter", "fit_group", "quantize_", "quantize_linear"]
 
+_FORMAT_BUFFERS = ("codes", "codebooks", "scales")
+
 
 class CodebookLinear(nn.Module):
     """A linear layer whose weight is stored in the codebook format: ``y = x Ŵᵀ + b``.
@@ -88,6 +90,7 @@ class CodebookLinear(nn.Module):
         self.bias = nn.Parameter(torch.zeros(out_features, device=device)) if bias else None
         self._plan: PsumbookPlan | None = None
         self._plan_key: tuple | None = None
+        self._checked_key: tuple | None = None
 
     @classmethod
     def from_quantized(
@@ -121,6 +124,60 @@ class CodebookLinear(nn.Module):
             layer.bias.data.copy_(bias.detach())
         return layer
 
+    def _codes_key(self) -> tuple:
+        return (self.codes.data_ptr(), self.codes._version, self.codes.device)
+
+    def check(self) -> None:
+        """Check the buffers against the layer's config: shapes, dtypes and every code ``< C``.
+
+        Runs once after every change of ``codes`` (a version counter; ``forward`` then calls it
+        only when the codes changed), so the kernels themselves skip the check: an out-of-range
+        code would be an out-of-bounds read in the Triton paths.
+
+        Raises:
+            ValueError, TypeError: the buffers do not form a valid codebook weight of this layer.
+        """
+        shape = check_format(self.codes, self.codebooks, self.scales)
+        self._check_shape(shape, "layer")
+        self._checked_key = self._codes_key()
+
+    def _check_shape(self, shape, what: str) -> None:
+        c = self.config
+        want = (self.out_features, self.in_features, c.num_codebooks, c.codebook_size)
+        want += (c.vector_size, c.group_size)
+        got = (shape.out_features, shape.in_features, shape.num_codebooks, shape.codebook_size)
+        got += (shape.vector_size, shape.group_size)
+        if got != want:
+            names = ("M", "K", "m", "C", "v", "g")
+            raise ValueError(
+                f"{what}: a codebook weight with "
+                + ", ".join(f"{n}={g}" for n, g in zip(names, got))
+                + " does not fit this CodebookLinear ("
+                + ", ".join(f"{n}={w}" for n, w in zip(names, want))
+                + ")"
+            )
+
+    def _load_from_state_dict(
+        self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+    ):
+        # Validate the incoming codes once, here, before anything is copied: codes out of the
+        # codebook's range, non-uint8 codes (copy_ would wrap them silently) or a format of another
+        # shape are refused with a ValueError/TypeError naming the checkpoint key.
+        incoming = {n: state_dict.get(prefix + n, getattr(self, n)) for n in _FORMAT_BUFFERS}
+        if all(isinstance(t, torch.Tensor) for t in incoming.values()):
+            where = f"state_dict[{prefix + 'codes'!r}]"
+            values = not any(t.is_meta for t in incoming.values())
+            try:
+                shape = check_format(*incoming.values(), check_values=values)
+            except (TypeError, ValueError) as exc:
+                raise type(exc)(f"{where}: does not load into this CodebookLinear: {exc}") from None
+            self._check_shape(shape, where)
+        super()._load_from_state_dict(
+            state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+        )
+        if not error_msgs and all(prefix + n in state_dict for n in _FORMAT_BUFFERS):
+            self._checked_key = self._codes_key()
+
     def plan(self) -> PsumbookPlan:
         """The torch paths' gather indices, rebuilt only when the codes change."""
         key = (self.codes.data_ptr(), self.codes._version, self.codes.device, self.tile_k)
@@ -140,6 +197,8 @@ class CodebookLinear(nn.Module):
         """x ``[..., K]`` -> ``[..., M]`` in x's dtype."""
         if x.shape[-1] != self.in_features:
             raise ValueError(f"x: expected last dim {self.in_features}, got shape {tuple(x.shape)}")
+        if self._checked_key != self._codes_key():
+            self.check()
         uses_torch = (
             x.device.type != "cuda" and self.impl != "triton" and self.backend != "reference"
         )
@@ -235,7 +294,8 @@ def quantize_(
             (all linears but ``lm_head``; embeddings are not linears and stay).
         calibration: input ids ``[B, T]`` run once through the unquantized model; each layer's
             error is then weighted by ``diag(XᵀX)/N`` of its own inputs.
-        progress: show a tqdm bar over layers.
+        progress: show a progress bar over layers (``neurips25_core.progress``: quiet off a
+            terminal).
         fit_group_size: for a layer whose in_features K is not a multiple of ``config.group_size``,
             use the largest multiple of v that divides K and is at most g (instead of skipping it).
         **layer_kwargs: ``backend``, ``impl``, ``tile_k`` of the new layers.
@@ -281,9 +341,9 @@ def quantize_(
                 handle.remove()
     items = list(targets.items())
     if progress:
-        from tqdm.auto import tqdm
+        from neurips25_core.progress import progress_bar
 
-        items = tqdm(items, desc=f"quantize m{config.num_codebooks}v{config.vector_size}")
+        items = progress_bar(items, desc=f"quantize m{config.num_codebooks}v{config.vector_size}")
     quantized = {}
     for fqn, module in items:
         h = None
