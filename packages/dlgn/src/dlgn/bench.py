@@ -1,27 +1,11 @@
-"""The dlgn benchmark suite (``neurips25 bench dlgn``).
-
-Every case runs in every mode (smoke / quick / full) and sizes itself with ``ctx.pick``; the
-workspace tests run each case in smoke mode on an empty checkpoint cache.
-"""
+"""The dlgn benchmark suite (``neurips25 bench dlgn``)."""
 
 from __future__ import annotations
 
-from neurips25_core.bench import Context, Suite, compare, single_thread
+from neurips25_core.bench import Suite
 
-SUITE = Suite(name="dlgn", paper="Mind the Gap: Removing the Discretization Gap in Differentiable Logic Gate Networks", url="https://arxiv.org/abs/2506.07500")
-
-
-@SUITE.case("placeholder_speed", kind="speed")
-def placeholder_speed(ctx: Context) -> None:
-    """Placeholder: replace with ours vs the baseline and the peer, outputs checked equal first."""
-    import torch
-
-    n = ctx.pick(smoke=64, quick=512, full=2048)
-    a = torch.randn(n, n)
-    with single_thread():
-        result = compare(
-            {"torch.mm": lambda: a @ a, "einsum": lambda: torch.einsum("ij,jk->ik", a, a)},
-            baseline="torch.mm",
-            min_time=ctx.pick(smoke=0.01, quick=0.2, full=1.0),
-        )
-    result.record(ctx, n=n)
+SUITE = Suite(
+    name="dlgn",
+    paper="Mind the Gap: Removing the Discretization Gap in Differentiable Logic Gate Networks",
+    url="https://arxiv.org/abs/2506.07500",
+)
