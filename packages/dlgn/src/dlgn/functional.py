@@ -102,7 +102,7 @@ def relaxed_gates(a: torch.Tensor, b: torch.Tensor, w: torch.Tensor) -> torch.Te
 
     Example:
         >>> a = torch.tensor([0.0, 1.0])
-        ... b = torch.tensor([1.0, 1.0])
+        >>> b = torch.tensor([1.0, 1.0])
         >>> w = torch.nn.functional.one_hot(torch.tensor([6, 1]), 16).float()  # XOR, AND
         >>> relaxed_gates(a, b, w).tolist()
         [1.0, 1.0]
