@@ -19,7 +19,7 @@ def test_suite_declares_quality_memory_and_speed():
         "memory": "speed",
         "speed": "speed",
     }
-    assert all(set(c.modes) == {"quick", "full"} for c in SUITE.cases)
+    assert all(set(c.modes) == {"smoke", "quick", "full"} for c in SUITE.cases)
 
 
 def test_tokens_to_target_interpolates():
@@ -29,7 +29,7 @@ def test_tokens_to_target_interpolates():
     assert tokens_to_target(curve, 1.0) is None
 
 
-@pytest.mark.parametrize("name", ["sinkgd", "swan", "adamw", "sgd", "muon"])
+@pytest.mark.parametrize("name", ["sinkgd", "swan", "adamw", "adamw_split", "sgd", "muon"])
 def test_benchmark_optimizers_train_with_an_lr_schedule(name):
     if name == "muon" and not muon_available():
         pytest.skip("torch.optim.Muon is absent in this torch")
@@ -79,44 +79,113 @@ def test_gpu_script_runs_at_toy_size(tmp_path):
     assert {"SinkGD L=5 triton", "SWAN"} <= names
 
 
-@pytest.mark.parametrize("mode", ["quick", "full"])
+def _fake_run(name, lr, seed, best_lr=1e-3, speed=1.0, diverge_above=None):
+    # loss improves at ``speed``; best_lr is the arm's best; above diverge_above the run diverges
+    if diverge_above is not None and lr > diverge_above:
+        return {
+            "name": name,
+            "lr": lr,
+            "seed": seed,
+            "val_loss": math.inf,
+            "curve": [],
+            "tokens": 8000,
+            "diverged": True,
+        }
+    penalty = abs(math.log2(lr / best_lr)) * 0.05
+    curve = [(k * 1000, 4.0 - speed * k * 0.1 + penalty + 0.01 * seed) for k in range(1, 9)]
+    return {
+        "name": name,
+        "lr": lr,
+        "seed": seed,
+        "steps": 8,
+        "val_loss": curve[-1][1],
+        "curve": curve,
+        "tokens": 8000,
+        "seconds": 0.0,
+        "diverged": False,
+    }
+
+
+def test_sweep_extends_an_edge_best_and_runs_every_seed_at_the_best():
+    from sinkgd.bench import run_sweep
+
+    calls = []
+
+    def train(arm, lr, seed):
+        calls.append((arm, lr, seed))
+        best = {"a": 1e-3, "b": 3.2e-2, "c": 2e-3}[arm]  # b's best is far above its grid
+        return _fake_run(arm, lr, seed, best_lr=best)
+
+    sweep = {
+        "a": ((5e-4, 1e-3, 2e-3), (0, 1)),
+        "b": ((1e-3, 2e-3, 4e-3), (0,)),
+        "c": ((2e-3,), (0,)),
+    }
+    runs, best = run_sweep(sweep, (0, 1, 2), train, progress=False)
+    assert best["a"] == 1e-3  # interior: no extension
+    assert {lr for a, lr, _ in calls if a == "a"} == {5e-4, 1e-3, 2e-3}
+    # b's best was the top edge: extended twice (×2 each), the best is the last point reached
+    assert sorted({lr for a, lr, s in calls if a == "b" and s == 0}) == pytest.approx(
+        [1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2]
+    )
+    assert best["b"] == pytest.approx(1.6e-2)
+    # every arm's best lr runs at every seed, the grid points only at the arm's own seeds
+    for arm in "abc":
+        assert {s for a, lr, s in calls if a == arm and lr == best[arm]} == {0, 1, 2}
+    assert {s for a, lr, s in calls if a == "a" and lr == 5e-4} == {0, 1}
+    assert len(runs) == len(calls) == len(set(calls))
+
+
+@pytest.mark.parametrize("mode", ["smoke", "quick", "full"])
 def test_quality_case_aggregates_runs(mode, tmp_path, monkeypatch):
     """The quality case's sweep/seed/tokens-to-target bookkeeping, with training replaced by curves."""
     import sinkgd.bench as bench
 
     from neurips25_core.bench import Context
 
-    def fake_train_one(name, lr, seed, steps, quick, batch_size, seq_len, evals):
-        # SinkGD improves twice as fast as AdamW; lr 1e-3 is every optimizer's best
+    def fake_train_one(name, lr, seed, steps, size, batch_size, seq_len, evals):
+        assert size == {"smoke": "toy", "quick": "quick", "full": "spec"}[mode]
+        # SinkGD improves twice as fast as AdamW; lr 1e-3 is every optimizer's best; SGD diverges
+        # above 0.5
         speed = 2.0 if name == "sinkgd" else 1.0
-        penalty = abs(math.log10(lr / 1e-3))
-        curve = [(k * 1000, 4.0 - speed * k * 0.1 + penalty + 0.01 * seed) for k in range(1, 9)]
-        return {
-            "name": name,
-            "lr": lr,
-            "seed": seed,
-            "steps": steps,
-            "val_loss": curve[-1][1],
-            "curve": curve,
-            "tokens": 8000,
-            "seconds": 0.0,
-        }
+        return _fake_run(
+            name,
+            lr,
+            seed,
+            best_lr=1e-3 if name != "sgd" else 0.5,
+            speed=speed,
+            diverge_above=0.5 if name == "sgd" else None,
+        )
 
     monkeypatch.setattr(bench, "train_one", fake_train_one)
-    monkeypatch.setattr(bench, "QUICK_ADAMW_LRS", (1e-3, 3e-3))
-    monkeypatch.setitem(bench.LR_GRID, "sinkgd", (1e-3, 3e-3))
     ctx = Context(suite="sinkgd", case="quality", mode=mode, out_dir=tmp_path)
     bench.quality(ctx)
     by_metric = {}
     for r in ctx.results:
         by_metric.setdefault(r.metric, []).append(r)
-    ratios = by_metric["tokens_to_adamw_loss"]
+    ratios = [
+        r for r in by_metric["tokens_to_best_adamw_loss"] if r.params["optimizer"] == "sinkgd"
+    ]
     # AdamW ends at 3.2 (+0.01·seed); SinkGD crosses it at 4000 tokens (+ a sliver): half the tokens
     assert all(r.value == pytest.approx(0.5, abs=0.01) for r in ratios)
-    assert len(ratios) == (1 if mode == "quick" else 3)
-    best_rows = [r for r in by_metric["val_loss"] if r.params["lr"] == 1e-3]
-    assert {r.params["optimizer"] for r in best_rows} >= {"sinkgd", "adamw"}
+    assert len(ratios) == (3 if mode == "full" else 1)
+    best_rows = [r for r in by_metric["val_loss"] if r.params["best"]]
+    assert {r.params["optimizer"]: r.params["lr"] for r in best_rows}["adamw"] == 1e-3
+    assert all(r.baseline.startswith("AdamW lr=0.001") for r in by_metric["val_loss"])
     if mode == "full":
+        assert {r.params["optimizer"] for r in best_rows} == set(bench.FULL_SWEEP) - (
+            set() if bench.muon_available() else {"muon"}
+        )
         assert all(r.params["seeds"] == 3 for r in best_rows)
-        assert by_metric["tokens_to_adamw_loss_mean"][0].value == pytest.approx(0.5, abs=0.01)
+        adamw_rows = [r for r in by_metric["val_loss"] if r.params["optimizer"] == "adamw"]
+        assert len(adamw_rows) >= 4 and all(r.params["seeds"] == 3 for r in adamw_rows)
+        sgd = {r.params["lr"]: r for r in by_metric["val_loss"] if r.params["optimizer"] == "sgd"}
+        assert sgd[1.0].params["diverged"] == 1 and math.isnan(sgd[1.0].value)
+        assert sgd[0.5].params["best"]
+        means = {r.params["optimizer"]: r for r in by_metric["tokens_to_best_adamw_loss_mean"]}
+        assert means["sinkgd"].value == pytest.approx(0.5, abs=0.01)
+        assert means["swan"].params["seeds"] == 3
+        table = (tmp_path / "quality_sweep.md").read_text()
+        assert "| AdamW | 0.008 |" in table and "div" in table
     assert (tmp_path / "quality_val_loss.png").exists()
+    assert (tmp_path / "quality_lr_sweep.png").exists()

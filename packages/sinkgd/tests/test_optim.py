@@ -241,6 +241,57 @@ def test_param_groups_on_a_tiny_llama_route_exactly_the_expected_names():
     assert len(names) == len(set(names)) == len(list(tied.parameters()))
 
 
+class _Head(nn.Module):
+    """A model that names its output head only through ``get_output_embeddings`` (like transformers)."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Embedding(11, 8), nn.Linear(8, 8, bias=False), nn.RMSNorm(8))
+        self.score = nn.Linear(8, 11, bias=False)
+
+    def get_output_embeddings(self):
+        return self.score
+
+
+class MyNorm(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(1, n))  # 2-D: only the module type can route it
+
+
+def test_param_groups_route_by_module_type_not_by_name():
+    # an embedding, a LayerNorm and a bias whose names say nothing: the regex alone sent them astray
+    seq = nn.Sequential(nn.Embedding(10, 4), nn.Linear(4, 4), nn.LayerNorm(4), MyNorm(4))
+    groups = sinkgd.param_groups(seq, adam_pattern=None)
+    assert [(g["use_sinkgd"], g["param_names"]) for g in groups] == [
+        (True, ["1.weight"]),
+        (False, ["0.weight", "1.bias", "2.weight", "2.bias", "3.scale"]),
+    ]
+    default = [g["param_names"] for g in sinkgd.param_groups(seq)]  # the regex adds nothing here
+    assert default == [g["param_names"] for g in groups]
+    # the output head, found through get_output_embeddings, whatever its name
+    names = [(g["use_sinkgd"], g["param_names"]) for g in sinkgd.param_groups(_Head(), None)]
+    assert names == [
+        (True, ["body.1.weight"]),
+        (False, ["body.0.weight", "body.2.weight", "score.weight"]),
+    ]
+    # the name regex stays as an extra rule for matrices of plain Linear layers
+    extra = nn.ModuleDict(
+        {"proj": nn.Linear(4, 4, bias=False), "gate": nn.Linear(4, 4, bias=False)}
+    )
+    groups = sinkgd.param_groups(extra, adam_pattern="gate")
+    assert [g["param_names"] for g in groups] == [["proj.weight"], ["gate.weight"]]
+    # the optimizer built from a module uses the same routing: the embedding holds Adam state
+    opt = sinkgd.SinkGDWithAdam(seq, lr=1e-2)
+    seq[0](torch.tensor([1, 2])).sum().backward()
+    opt.step()
+    assert set(opt.state[seq[0].weight]) == {"step", "exp_avg", "exp_avg_sq"}
+    with pytest.raises(ValueError, match="adam_pattern"):
+        sinkgd.param_groups(seq, adam_pattern="(")
+    with pytest.raises(TypeError, match="adam_pattern"):
+        sinkgd.param_groups(seq, adam_pattern=3)
+
+
 def test_hybrid_state_is_adam_only_and_matches_torch_adamw():
     model = TinyMLP()
     twin = copy.deepcopy(model)

@@ -3,17 +3,20 @@
 Cases:
 
 * ``quality`` — the reduced GaLore benchmark: a tiny Llama trained on the stdlib byte corpus at equal
-  tokens with SinkGD(+AdamW on embeddings/head/norms), AdamW, SGD, SWAN(+AdamW) and, when present,
-  ``torch.optim.Muon``(+AdamW). Validation loss/perplexity and tokens-to-target: the fraction of
-  AdamW's tokens that SinkGD needs to reach AdamW's final validation loss (paper: 40 % at 60M–1B).
-  ``--quick``: a smaller model (0.13M), 80 steps, SinkGD at η = 1e-3 vs the better of AdamW at
-  1e-3 and 3e-3, one seed.
-  ``--full``: the spec's 0.86M-parameter model, an LR sweep per optimizer (seed 0), then the best LR
-  of each with seeds 1 and 2.
+  tokens with SinkGD(+AdamW on embeddings/head/norms), AdamW, an AdamW control with SinkGD's
+  grouping, SGD, SWAN(+AdamW) and ``torch.optim.Muon``(+AdamW). Validation loss/perplexity and
+  tokens-to-target: the fraction of the best AdamW's tokens each arm needs to reach that AdamW's
+  final validation loss (paper: 40 % at 60M–1B).
+  ``--smoke``: a 1-layer toy model, 8 steps. ``--quick``: a 0.13M model, 80 steps, SinkGD at
+  η = 1e-3 vs the better of AdamW at 1e-3 and 3e-3, one seed.
+  ``--full``: the spec's 0.86M model, 200 steps, an LR sweep per arm (:data:`FULL_SWEEP`; AdamW
+  and SinkGD at every lr over three seeds, the other arms at seed 0 and their best lr at seeds
+  1 and 2), tokens-to-target against the best AdamW per seed.
 * ``memory`` — optimizer-state bytes of AdamW, SinkGD+AdamW and SGD on the GaLore 60M/130M/350M/1B
   Llama shapes (meta-device models, the real optimizers stepped on meta tensors) and on the tiny
   model (measured; ``--full`` adds the peak RSS of a training step in a fresh process).
-* ``speed`` — optimizer step time on CPU against ``AdamW(foreach=True)`` on the same matrices, same run.
+* ``speed`` — optimizer step time on CPU against ``AdamW(foreach=True)`` on the same matrices:
+  interleaved medians from :func:`neurips25_core.bench.compare`, one thread.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import Any
 
 import torch
 
-from neurips25_core.bench import Context, Suite, plot_bars, plot_lines, time_fn
+from neurips25_core.bench import Context, Suite, compare, plot_bars, plot_lines, single_thread
 
 SUITE = Suite(
     name="sinkgd",
@@ -102,6 +105,13 @@ def make_optimizer(name: str, model: torch.nn.Module, lr: float) -> torch.optim.
         return sinkgd.SWANWithAdam(groups, lr=adam_lr)
     if name == "adamw":
         return torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.999), weight_decay=0.0)
+    if name == "adamw_split":
+        # the control: AdamW everywhere, with the hybrids' grouping and embedding/head/norm lr
+        groups = sinkgd.param_groups(model)
+        groups[0]["lr"] = lr
+        groups[1]["lr"] = adam_lr
+        groups = [{k: v for k, v in g.items() if k == "params" or k == "lr"} for g in groups]
+        return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), weight_decay=0.0)
     if name == "sgd":
         return torch.optim.SGD(model.parameters(), lr=lr)
     if name == "muon":
@@ -118,13 +128,20 @@ def make_optimizer(name: str, model: torch.nn.Module, lr: float) -> torch.optim.
 
 # ----------------------------------------------------------------------------- quality
 
+#: Model sizes: ``toy`` (smoke), ``quick`` (0.13M parameters), ``spec`` (the spec's 0.86M model).
+MODEL_SIZES = {
+    "toy": {"hidden_size": 32, "num_layers": 1, "num_heads": 4, "intermediate_size": 48},
+    "quick": {"hidden_size": 64, "num_layers": 2, "num_heads": 4, "intermediate_size": 172},
+    "spec": {"hidden_size": 128, "num_layers": 4, "num_heads": 4, "intermediate_size": 344},
+}
 
-def _model_config(quick: bool):
+
+def _model_config(size: str):
     from neurips25_core.models import tiny_llama_config
 
-    if quick:
-        return tiny_llama_config(hidden_size=64, num_layers=2, num_heads=4, intermediate_size=172)
-    return tiny_llama_config(hidden_size=128, num_layers=4, num_heads=4, intermediate_size=344)
+    if size not in MODEL_SIZES:
+        raise ValueError(f"size: expected one of {sorted(MODEL_SIZES)}, got {size!r}")
+    return tiny_llama_config(**MODEL_SIZES[size])
 
 
 def train_one(
@@ -132,46 +149,53 @@ def train_one(
     lr: float,
     seed: int,
     steps: int,
-    quick: bool,
+    size: str,
     batch_size: int,
     seq_len: int,
     evals: int,
 ) -> dict[str, Any]:
-    """Train one tiny Llama; returns the validation-loss curve (nats) against tokens."""
+    """Train one tiny Llama; returns the validation-loss curve (nats) against tokens.
+
+    A run whose loss becomes non-finite is returned with ``diverged=True`` and an infinite loss.
+    """
     from neurips25_core.data import stdlib_corpus
     from neurips25_core.models import evaluate_bpb, tiny_llama, train
 
     corpus = stdlib_corpus()
-    model = tiny_llama(_model_config(quick), seed=seed)
+    model = tiny_llama(_model_config(size), seed=seed)
     opt = make_optimizer(name, model, lr)
     every = max(1, steps // evals)
-    result = train(
-        model,
-        corpus,
-        steps,
-        optimizer=opt,
-        batch_size=batch_size,
-        seq_len=seq_len,
-        seed=seed,
-        grad_clip=1.0,
-        eval_every=every,
-        eval_batches=8,
-        desc=f"{name} lr={lr:g} seed={seed}",
-    )
+    tokens_per_step = batch_size * seq_len
+    out = {"name": name, "lr": lr, "seed": seed, "steps": steps, "diverged": False}
+    try:
+        result = train(
+            model,
+            corpus,
+            steps,
+            optimizer=opt,
+            batch_size=batch_size,
+            seq_len=seq_len,
+            seed=seed,
+            grad_clip=1.0,
+            weight_decay=0.0,
+            eval_every=every,
+            eval_batches=8,
+            desc=f"{name} lr={lr:g} seed={seed}",
+        )
+    except FloatingPointError:
+        out.update(val_loss=math.inf, curve=[], tokens=steps * tokens_per_step, seconds=0.0)
+        out["diverged"] = True
+        return out
     final = evaluate_bpb(
         model, corpus, batch_size=batch_size, seq_len=seq_len, num_batches=20
     ) * math.log(2)
-    tokens_per_step = batch_size * seq_len
-    return {
-        "name": name,
-        "lr": lr,
-        "seed": seed,
-        "steps": steps,
-        "val_loss": final,
-        "curve": [(s * tokens_per_step, b * math.log(2)) for s, b in result.val_bpb],
-        "tokens": result.tokens,
-        "seconds": result.seconds,
-    }
+    out.update(
+        val_loss=final,
+        curve=[(s * tokens_per_step, b * math.log(2)) for s, b in result.val_bpb],
+        tokens=result.tokens,
+        seconds=result.seconds,
+    )
+    return out
 
 
 def tokens_to_target(curve: list[tuple[int, float]], target: float) -> float | None:
@@ -187,117 +211,281 @@ def tokens_to_target(curve: list[tuple[int, float]], target: float) -> float | N
     return None
 
 
-LR_GRID = {
-    "sinkgd": (3e-4, 1e-3, 3e-3),
-    "adamw": (1e-3, 3e-3, 1e-2),
-    "sgd": (0.1, 0.5),
-    "swan": (3e-4, 1e-3),
-    "muon": (0.003, 0.01),
+#: What each arm is: the name in tables and plots.
+ARM_LABELS = {
+    "sinkgd": "SinkGD (L=5) + AdamW",
+    "adamw": "AdamW",
+    "adamw_split": "AdamW, SinkGD's grouping (embed/head/norm at 3e-3)",
+    "muon": "Muon (torch.optim.Muon) + AdamW",
+    "swan": "SWAN + AdamW",
+    "sgd": "SGD",
 }
-QUICK_ADAMW_LRS = (
-    1e-3,
-    3e-3,
-)  # the baseline gets its best of two; SinkGD runs at the paper's η = 1e-3
+
+#: The ``--full`` sweep: arm -> (learning-rate grid, seeds every grid point runs at). Arms swept at
+#: seed 0 only run their best learning rate again at seeds 1 and 2. The grids are ×2 apart; when the
+#: best value sits on an edge, the grid is extended by one more ×2 step (at most twice per arm), so
+#: every arm's best learning rate is bracketed. AdamW, the baseline, gets the largest grid.
+FULL_SWEEP: dict[str, tuple[tuple[float, ...], tuple[int, ...]]] = {
+    "adamw": ((5e-4, 1e-3, 2e-3, 4e-3, 8e-3), (0, 1, 2)),
+    "sinkgd": ((5e-4, 1e-3, 2e-3), (0, 1, 2)),
+    "muon": ((2e-3, 4e-3, 8e-3), (0,)),
+    "swan": ((5e-4, 1e-3, 2e-3), (0,)),
+    "adamw_split": ((5e-4, 1e-3, 2e-3), (0,)),
+    "sgd": ((0.25, 0.5, 1.0), (0,)),
+}
+#: ``--quick`` and ``--smoke``: SinkGD at the paper's η = 1e-3 against the better of two AdamW lrs.
+QUICK_SWEEP: dict[str, tuple[tuple[float, ...], tuple[int, ...]]] = {
+    "sinkgd": ((1e-3,), (0,)),
+    "adamw": ((1e-3, 3e-3), (0,)),
+}
+FULL_SEEDS = (0, 1, 2)
+MAX_EXTENSIONS = 2
+
+QUALITY_SIZES = {  # mode -> model size, steps, batch size, sequence length, evaluations
+    "smoke": ("toy", 8, 4, 32, 4),
+    "quick": ("quick", 80, 16, 64, 8),
+    "full": ("spec", 200, 16, 128, 20),
+}
 
 
-@SUITE.case("quality", kind="quality", modes=("quick", "full"))
-def quality(ctx: Context) -> None:
-    """Reduced GaLore benchmark: validation loss at equal tokens and SinkGD's tokens-to-target vs AdamW."""
-    quick = ctx.quick
-    steps, batch_size, seq_len, evals = (80, 16, 64, 8) if quick else (200, 16, 128, 10)
+def _mean_loss(runs: list[dict[str, Any]]) -> float:
+    return statistics.mean(r["val_loss"] for r in runs) if runs else math.inf
+
+
+def run_sweep(
+    sweep: dict[str, tuple[tuple[float, ...], tuple[int, ...]]],
+    seeds: tuple[int, ...],
+    train: Callable[[str, float, int], dict[str, Any]],
+    extend: bool = True,
+    progress: bool = True,
+) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    """Run every arm's grid (extending it at an edge best), then each arm's best lr at ``seeds``.
+
+    Args:
+        sweep: arm -> (lr grid, seeds each grid point runs at).
+        seeds: the seeds every arm's best lr must have in the end.
+        train: ``(arm, lr, seed) -> run dict`` with at least ``val_loss``.
+        extend: extend a grid by one ×(grid ratio) step when its best lr is an edge.
+        progress: show a bar over the runs.
+
+    Returns:
+        ``(runs, best)``: every run, and each arm's best lr (lowest mean final loss over the seeds
+        its grid ran at).
+    """
+    from neurips25_core.progress import progress_bar
+
+    planned = sum(len(g) * len(s) + len(set(seeds) - set(s)) for g, s in sweep.values())
+    bar = progress_bar(total=planned, desc="quality sweep", unit="run", enabled=progress)
     runs: list[dict[str, Any]] = []
-    if quick:
-        runs.append(train_one("sinkgd", 1e-3, 0, steps, quick, batch_size, seq_len, evals))
-        for lr in QUICK_ADAMW_LRS:
-            runs.append(train_one("adamw", lr, 0, steps, quick, batch_size, seq_len, evals))
-        best = {
-            "sinkgd": 1e-3,
-            "adamw": min((r for r in runs if r["name"] == "adamw"), key=lambda r: r["val_loss"])[
-                "lr"
-            ],
-        }
-    else:
-        names = ["sinkgd", "adamw", "sgd", "swan"] + (["muon"] if muon_available() else [])
-        for name in names:
-            for lr in LR_GRID[name]:
-                runs.append(train_one(name, lr, 0, steps, quick, batch_size, seq_len, evals))
-        best = {
-            name: min((r for r in runs if r["name"] == name), key=lambda r: r["val_loss"])["lr"]
-            for name in names
-        }
-        for name in names:
-            for seed in (1, 2):
-                runs.append(
-                    train_one(name, best[name], seed, steps, quick, batch_size, seq_len, evals)
+    best: dict[str, float] = {}
+
+    def run(arm: str, lr: float, seed: int) -> None:
+        bar.set_postfix_str(f"{arm} lr={lr:g} seed={seed}")
+        runs.append(train(arm, lr, seed))
+        bar.update(1)
+
+    try:
+        for arm, (grid, arm_seeds) in sweep.items():
+            grid = sorted(grid)
+            for lr in grid:
+                for seed in arm_seeds:
+                    run(arm, lr, seed)
+
+            def loss_at(lr: float, arm: str = arm, arm_seeds: tuple = arm_seeds) -> float:
+                return _mean_loss(
+                    [
+                        r
+                        for r in runs
+                        if r["name"] == arm and r["lr"] == lr and r["seed"] in arm_seeds
+                    ]
                 )
 
-    # every (optimizer, lr) row, averaged over the seeds it has
+            for _ in range(MAX_EXTENSIONS if extend and len(grid) > 1 else 0):
+                top = min(grid, key=loss_at)
+                if top == grid[0]:
+                    new = grid[0] * grid[0] / grid[1]
+                    grid.insert(0, new)
+                elif top == grid[-1]:
+                    new = grid[-1] * grid[-1] / grid[-2]
+                    grid.append(new)
+                else:
+                    break
+                bar.total += len(arm_seeds)
+                for seed in arm_seeds:
+                    run(arm, new, seed)
+            best[arm] = min(grid, key=loss_at)
+            for seed in seeds:
+                if seed not in arm_seeds:
+                    run(arm, best[arm], seed)
+    finally:
+        bar.close()
+    return runs, best
+
+
+@SUITE.case("quality", kind="quality")
+def quality(ctx: Context) -> None:
+    """Reduced GaLore benchmark: an LR sweep per optimizer at equal tokens, tokens-to-target vs the best AdamW."""
+    size, steps, batch_size, seq_len, evals = QUALITY_SIZES[ctx.mode]
+    sweep = ctx.pick(smoke=QUICK_SWEEP, quick=QUICK_SWEEP, full=FULL_SWEEP)
+    sweep = {k: v for k, v in sweep.items() if k != "muon" or muon_available()}
+    seeds = ctx.pick(smoke=(0,), quick=(0,), full=FULL_SEEDS)
+
+    def train(arm: str, lr: float, seed: int) -> dict[str, Any]:
+        return train_one(arm, lr, seed, steps, size, batch_size, seq_len, evals)
+
+    runs, best = run_sweep(sweep, seeds, train, extend=ctx.full)
+    ctx.log(f"best learning rates: {best}")
+
     rows: dict[tuple[str, float], list[dict[str, Any]]] = {}
     for r in runs:
         rows.setdefault((r["name"], r["lr"]), []).append(r)
     adamw_best = rows[("adamw", best["adamw"])]
-    adamw_loss = statistics.mean(r["val_loss"] for r in adamw_best)
-    for (name, lr), rs in rows.items():
-        losses = [r["val_loss"] for r in rs]
-        mean = statistics.mean(losses)
+    adamw_loss = _mean_loss(adamw_best)
+    baseline = f"AdamW lr={best['adamw']:g} (best of {len({lr for n, lr in rows if n == 'adamw'})})"
+    for (name, lr), rs in sorted(rows.items()):
+        finite = [r["val_loss"] for r in rs if not r["diverged"]]
+        mean = statistics.mean(finite) if len(finite) == len(rs) else float("nan")
         ctx.record(
             "val_loss",
             mean,
             "nats",
-            baseline=f"AdamW lr={best['adamw']:g}",
+            baseline=baseline,
             baseline_value=adamw_loss,
             optimizer=name,
             lr=lr,
+            best=lr == best[name],
             seeds=len(rs),
-            std=round(statistics.stdev(losses), 4) if len(rs) > 1 else 0.0,
-            ppl=round(math.exp(mean), 3),
+            diverged=len(rs) - len(finite),
+            std=round(statistics.stdev(finite), 4) if len(finite) > 1 else 0.0,
+            ppl=round(math.exp(mean), 3) if math.isfinite(mean) else float("nan"),
             tokens=rs[0]["tokens"],
         )
-    # tokens-to-target: per seed, SinkGD (best lr) against the AdamW run of the same seed
-    ratios = []
-    for seed in sorted({r["seed"] for r in rows[("sinkgd", best["sinkgd"])]}):
-        sink = next(r for r in rows[("sinkgd", best["sinkgd"])] if r["seed"] == seed)
-        adam = next((r for r in adamw_best if r["seed"] == seed), None)
-        if adam is None:
+
+    # tokens-to-target: per seed, each arm at its best lr against the best AdamW run of that seed
+    summary: dict[str, dict[str, Any]] = {}
+    for name, lr in best.items():
+        if name == "adamw":
             continue
-        target = adam["curve"][-1][1]
-        reached = tokens_to_target(sink["curve"], target)
-        ratio = reached / adam["tokens"] if reached is not None else float("nan")
-        ratios.append(ratio)
-        ctx.record(
-            "tokens_to_adamw_loss",
-            ratio,
-            "fraction of AdamW tokens",
-            seed=seed,
-            target_val_loss=round(target, 4),
-            sinkgd_lr=best["sinkgd"],
-            adamw_lr=best["adamw"],
-        )
-    finite = [r for r in ratios if not math.isnan(r)]
-    if len(ratios) > 1:
-        ctx.record(
-            "tokens_to_adamw_loss_mean",
-            statistics.mean(finite) if finite else float("nan"),
-            "fraction of AdamW tokens",
-            seeds=len(ratios),
-            reached=len(finite),
-        )
-    # the curves of seed 0 at each optimizer's best lr
-    curves = {
-        f"{name} lr={lr:g}": [
-            loss for _, loss in next(r for r in rows[(name, lr)] if r["seed"] == 0)["curve"]
-        ]
-        for name, lr in best.items()
-    }
-    x = [t / 1e3 for t, _ in runs[0]["curve"]]
+        ratios = []
+        for adam in adamw_best:
+            other = next(
+                (r for r in rows[(name, lr)] if r["seed"] == adam["seed"] and not r["diverged"]),
+                None,
+            )
+            if other is None or adam["diverged"]:
+                continue
+            target = adam["curve"][-1][1]
+            reached = tokens_to_target(other["curve"], target)
+            ratio = reached / adam["tokens"] if reached is not None else float("nan")
+            ratios.append(ratio)
+            ctx.record(
+                "tokens_to_best_adamw_loss",
+                ratio,
+                "fraction of AdamW tokens",
+                optimizer=name,
+                lr=lr,
+                seed=adam["seed"],
+                reached=reached is not None,
+                target_val_loss=round(target, 4),
+                adamw_lr=best["adamw"],
+            )
+        got = [x for x in ratios if not math.isnan(x)]
+        summary[name] = {
+            "lr": lr,
+            "mean": statistics.mean(got) if len(got) == len(ratios) and got else float("nan"),
+            "std": statistics.stdev(got) if len(got) > 1 else 0.0,
+            "reached": len(got),
+            "seeds": len(ratios),
+        }
+        if len(ratios) > 1:
+            ctx.record(
+                "tokens_to_best_adamw_loss_mean",
+                summary[name]["mean"],
+                "fraction of AdamW tokens",
+                optimizer=name,
+                lr=lr,
+                seeds=len(ratios),
+                reached=len(got),
+                std=round(summary[name]["std"], 4),
+                adamw_lr=best["adamw"],
+            )
+    _write_sweep_table(ctx, rows, best, summary, steps * batch_size * seq_len)
+
+    # plots: the swept grid (mean final loss vs lr) and the curves at each arm's best lr
+    lr_arms = [n for n in best if n != "sgd"]
+    lrs = sorted({lr for n, lr in rows if n in lr_arms})
+    sweep_series, sweep_err = {}, {}
+    for name in lr_arms:
+        stats = [_row_stats(rows.get((name, lr), [])) for lr in lrs]
+        sweep_series[ARM_LABELS[name]] = [m for m, _ in stats]
+        sweep_err[ARM_LABELS[name]] = [0.0 if math.isnan(sd) else sd for _, sd in stats]
+    plot_lines(
+        lrs,
+        sweep_series,
+        ctx.path("quality_lr_sweep.png"),
+        xlabel="learning rate (SinkGD/SWAN/Muon: the matrix lr)",
+        ylabel="final validation loss (nats/byte), mean ± std over seeds",
+        title=f"LR sweep, {steps} steps ({ctx.mode})",
+        logx=True,
+        errors=sweep_err,
+    )
+    curves = {}
+    for name, lr in best.items():
+        rs = [r for r in rows[(name, lr)] if not r["diverged"]]
+        if rs:
+            points = list(zip(*[[loss for _, loss in r["curve"]] for r in rs]))
+            curves[f"{ARM_LABELS[name]} lr={lr:g}"] = [statistics.mean(p) for p in points]
+    x = [t / 1e3 for t, _ in adamw_best[0]["curve"]]
     plot_lines(
         x,
         curves,
         ctx.path("quality_val_loss.png"),
         xlabel="training tokens (K)",
-        ylabel="validation loss (nats/byte)",
-        title=f"tiny Llama on stdlib bytes ({ctx.mode})",
+        ylabel="validation loss (nats/byte), mean over seeds",
+        title=f"tiny Llama on stdlib bytes, each at its best lr ({ctx.mode})",
     )
+
+
+def _row_stats(rs: list[dict[str, Any]]) -> tuple[float, float]:
+    if not rs or any(r["diverged"] for r in rs):
+        return float("nan"), float("nan")
+    losses = [r["val_loss"] for r in rs]
+    return statistics.mean(losses), statistics.stdev(losses) if len(losses) > 1 else 0.0
+
+
+def _write_sweep_table(ctx: Context, rows, best, summary, tokens: int) -> None:
+    """``quality_sweep.md``: the swept grid (mean ± std final loss, seeds) and tokens-to-target."""
+    lines = [
+        f"# LR sweep, {ctx.mode} ({tokens:,} training tokens per run)",
+        "",
+        "Final validation loss (nats/byte, 20 batches), mean ± std over the seeds run; **bold** = the",
+        "arm's best lr; `div` = diverged.",
+        "",
+        "| optimizer | lr | val loss | seeds |",
+        "|---|---:|---:|---:|",
+    ]
+    for (name, lr), rs in sorted(
+        rows.items(), key=lambda kv: (list(ARM_LABELS).index(kv[0][0]), kv[0][1])
+    ):
+        mean, sd = _row_stats(rs)
+        cell = "div" if math.isnan(mean) else f"{mean:.4f} ± {sd:.4f}"
+        if lr == best[name]:
+            cell = f"**{cell}**"
+        lines.append(f"| {ARM_LABELS[name]} | {lr:g} | {cell} | {len(rs)} |")
+    lines += [
+        "",
+        f"Tokens to reach the best AdamW's (lr {best['adamw']:g}) final validation loss, as a",
+        "fraction of AdamW's tokens, per seed against the AdamW run of the same seed:",
+        "",
+        "| optimizer | lr | mean | std | reached |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, s in summary.items():
+        lines.append(
+            f"| {ARM_LABELS[name]} | {s['lr']:g} | {s['mean']:.3f} | {s['std']:.3f} | "
+            f"{s['reached']}/{s['seeds']} |"
+        )
+    ctx.path("quality_sweep.md").write_text("\n".join(lines) + "\n")
 
 
 # ----------------------------------------------------------------------------- memory
@@ -331,13 +519,13 @@ def _meta_state_bytes(config, which: str) -> tuple[int, int]:
     return params, state
 
 
-@SUITE.case("memory", kind="speed", modes=("quick", "full"))
+@SUITE.case("memory", kind="speed")
 def memory(ctx: Context) -> None:
     """Optimizer-state bytes: GaLore shapes (meta device) and the tiny model (measured)."""
     import sinkgd
     from neurips25_core.models import tiny_llama, tiny_llama_config
 
-    sizes = ["60M", "130M"] if ctx.quick else list(GALORE_SHAPES)
+    sizes = ctx.pick(smoke=["60M"], quick=["60M", "130M"], full=list(GALORE_SHAPES))
     table: dict[str, list[float]] = {"AdamW": [], "SinkGD+AdamW": [], "SGD": []}
     for size in sizes:
         hidden, inter, heads, layers = GALORE_SHAPES[size]
@@ -373,7 +561,7 @@ def memory(ctx: Context) -> None:
         for k, v in zip(table, (adam, sink, sgd)):
             table[k].append(v / 2**30)
     # the tiny model of the quality case, with real tensors
-    model = tiny_llama(_model_config(ctx.quick), seed=0)
+    model = tiny_llama(_model_config(ctx.pick(smoke="toy", quick="quick", full="spec")), seed=0)
     x = torch.randint(0, 256, (4, 32))
     measured = {}
     for which in ("adamw", "sinkgd", "sgd"):
@@ -402,14 +590,14 @@ def memory(ctx: Context) -> None:
         model="tiny",
         params=total,
     )
-    if not ctx.quick:
+    if ctx.full:
         from neurips25_core.bench import peak_rss_subprocess
 
         for which in ("adamw", "sinkgd", "sgd"):
             setup = (
                 "import torch\nfrom neurips25_core.models import tiny_llama, tiny_llama_config\n"
                 "from sinkgd.bench import make_optimizer, _model_config\n"
-                "model = tiny_llama(_model_config(False), seed=0)\nx = torch.randint(0, 256, (16, 128))\n"
+                "model = tiny_llama(_model_config('spec'), seed=0)\nx = torch.randint(0, 256, (16, 128))\n"
                 f"opt = make_optimizer({which!r}, model, 1e-3)\n"
             )
             code = "for _ in range(3):\n    model(x, labels=x).loss.backward(); opt.step(); opt.zero_grad()\n"
@@ -444,18 +632,24 @@ def _layer_shapes(hidden: int, inter: int, layers: int) -> list[tuple[int, int]]
     return per_layer * layers
 
 
-@SUITE.case("speed", kind="speed", modes=("quick", "full"))
+@SUITE.case("speed", kind="speed")
 def speed(ctx: Context) -> None:
-    """Optimizer step time on CPU vs AdamW(foreach=True) on the same matrices, same run."""
+    """Optimizer step time on CPU vs AdamW(foreach=True) on the same matrices, interleaved medians."""
     import sinkgd
 
-    configs = {
-        "tiny (spec 0.86M) matrices": _layer_shapes(128, 344, 4),
-        "60M, one layer": _layer_shapes(512, 1376, 1),
-    }
-    if not ctx.quick:
-        configs["130M, one layer"] = _layer_shapes(768, 2048, 1)
-    labels, series = [], {}
+    configs = ctx.pick(
+        smoke={"toy matrices": [(32, 48), (48, 32)] * 2},
+        quick={
+            "tiny (spec 0.86M) matrices": _layer_shapes(128, 344, 4),
+            "60M, one layer": _layer_shapes(512, 1376, 1),
+        },
+        full={
+            "tiny (spec 0.86M) matrices": _layer_shapes(128, 344, 4),
+            "60M, one layer": _layer_shapes(512, 1376, 1),
+            "130M, one layer": _layer_shapes(768, 2048, 1),
+        },
+    )
+    min_time = ctx.pick(smoke=0.01, quick=0.3, full=1.0)
     variants: dict[str, Callable[[list], torch.optim.Optimizer]] = {
         "SinkGD L=5": lambda ps: sinkgd.SinkGD(ps, lr=1e-3, num_iters=5, foreach=False),
         "SinkGD L=5 foreach": lambda ps: sinkgd.SinkGD(ps, lr=1e-3, num_iters=5, foreach=True),
@@ -463,46 +657,32 @@ def speed(ctx: Context) -> None:
         "SWAN": lambda ps: sinkgd.SWAN(ps, lr=1e-3),
         "SGD": lambda ps: torch.optim.SGD(ps, lr=1e-3, foreach=True),
     }
+    if muon_available():
+        variants["Muon (torch)"] = lambda ps: torch.optim.Muon(ps, lr=1e-3, weight_decay=0.0)
+    labels, series = [], {}
     # One intra-op thread: on a shared 2-core machine, multi-threaded timings of these small ops
-    # measure the neighbours' load more than the optimizers (both sides get the same one thread).
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        _time_steps(ctx, configs, variants, labels, series)
-    finally:
-        torch.set_num_threads(threads)
+    # measure the neighbours' load more than the optimizers (every optimizer gets the same thread).
+    with single_thread():
+        for label, shapes in configs.items():
+            params = _matrices(shapes)
+            fns = {"AdamW foreach": torch.optim.AdamW(params, lr=1e-6, foreach=True).step}
+            for name, make in variants.items():
+                # SWAN's O(m²n) Newton–Schulz takes seconds per step on the 60M/130M layers
+                if name == "SWAN" and not ctx.full and label.endswith("one layer"):
+                    continue
+                fns[name] = make(params).step
+            comparison = compare(fns, baseline="AdamW foreach", warmup=2, min_time=min_time)
+            comparison.record(ctx, metric="step_time", shapes=label, matrices=len(shapes))
+            ctx.log(f"{label}:\n{comparison}")
+            labels.append(label)
+            base = comparison.timings["AdamW foreach"].median
+            for name in ["AdamW foreach", *variants]:
+                t = comparison.timings.get(name)
+                series.setdefault(name, []).append(t.median / base if t else float("nan"))
     plot_bars(
         labels,
         series,
         ctx.path("speed_step_time.png"),
         ylabel="step time / AdamW(foreach) step time",
-        title="optimizer step on CPU, 1 thread (lower is faster)",
+        title="optimizer step on CPU, 1 thread, medians (lower is faster)",
     )
-
-
-def _time_steps(ctx: Context, configs, variants, labels, series) -> None:
-    for label, shapes in configs.items():
-        params = _matrices(shapes)
-        adam = torch.optim.AdamW(params, lr=1e-6, foreach=True)
-        min_time = 0.3 if ctx.quick else 1.0
-        labels.append(label)
-        series.setdefault("AdamW foreach", []).append(1.0)
-        for name, make in variants.items():
-            if name == "SWAN" and ctx.quick and label != "tiny (spec 0.86M) matrices":
-                series.setdefault(name, []).append(float("nan"))  # O(m²n): too slow for --quick
-                continue
-            opt = make(params)
-            # the baseline is re-timed next to every variant, so both see the same machine load
-            base = time_fn(adam.step, warmup=2, min_time=min_time).median
-            t = time_fn(opt.step, warmup=2, min_time=min_time).median
-            ctx.record(
-                "step_time",
-                t,
-                "s",
-                baseline="AdamW(foreach=True)",
-                baseline_value=base,
-                optimizer=name,
-                shapes=label,
-                matrices=len(shapes),
-            )
-            series.setdefault(name, []).append(t / base)
