@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from neurips25_core.bench import Context, Suite, compare, single_thread
 
-SUITE = Suite(name="rdfft", paper="Memory-Efficient Training with In-Place FFT Implementation (rdFFT)", url="https://arxiv.org/abs/2511.01385")
+SUITE = Suite(
+    name="rdfft",
+    paper="Memory-Efficient Training with In-Place FFT Implementation (rdFFT)",
+    url="https://arxiv.org/abs/2511.01385",
+)
 
 
 @SUITE.case("placeholder_speed", kind="speed")
