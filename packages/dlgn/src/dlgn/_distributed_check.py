@@ -1,0 +1,93 @@
+"""A two-process DDP self-check of GLGN training (used by the tests; gloo on CPU).
+
+Every rank builds the same net (same seed: same wiring and logits), seeds the Gumbel generator
+alike (so every rank samples the same circuit each step), wraps it in DDP and takes ``STEPS``
+Adam steps on its shard of each batch. :func:`single_process_reference` trains the same net on the
+union batches in one process. With equal shards, DDP's mean of the per-rank mean gradients is the
+gradient of the union's mean loss, so the parameters must agree.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+__all__ = ["STEPS", "run_check", "single_process_reference"]
+
+STEPS = 5
+BATCH = 12
+
+
+def _net(mode: str):
+    from .layers import LogicNet
+    from .train import noise_generator
+
+    torch.manual_seed(0)
+    net = LogicNet.from_widths(
+        16, [24, 20], num_classes=4, tau=3.0, mode=mode, generator=noise_generator(1234)
+    )
+    return net.double()
+
+
+def _batch(step: int) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(100 + step)
+    x = torch.randint(0, 2, (BATCH, 16), generator=g).double()
+    y = torch.randint(0, 4, (BATCH,), generator=g)
+    return x, y
+
+
+def _steps(model: nn.Module, params, shard: slice) -> None:
+    opt = torch.optim.Adam(params, lr=0.05)
+    for step in range(STEPS):
+        x, y = _batch(step)
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(x[shard]), y[shard]).backward()
+        opt.step()
+
+
+def single_process_reference(mode: str = "gumbel") -> list[torch.Tensor]:
+    """The parameters after ``STEPS`` single-process steps on the union batches."""
+    net = _net(mode)
+    _steps(net, net.parameters(), slice(None))
+    return [p.detach().clone() for p in net.parameters()]
+
+
+def _worker(rank: int, world_size: int, init_file: str, out_path: str, modes: tuple) -> None:
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    dist.init_process_group(
+        "gloo", init_method=f"file://{init_file}", rank=rank, world_size=world_size
+    )
+    try:
+        torch.set_num_threads(1)
+        out = {}
+        for mode in modes:
+            net = _net(mode)
+            ddp = DistributedDataParallel(net)
+            per = BATCH // world_size
+            _steps(ddp, ddp.parameters(), slice(rank * per, (rank + 1) * per))
+            out[mode] = [p.detach().clone() for p in net.parameters()]
+        if rank == 0:
+            torch.save(out, out_path)
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+def run_check(
+    world_size: int, out_path: str, init_file: str, modes: tuple = ("gumbel", "softmax")
+) -> dict[str, list[torch.Tensor]]:
+    """Spawn ``world_size`` gloo processes; return rank 0's parameters after ``STEPS`` steps, per
+    training mode (one spawn trains every mode: process start-up dominates the cost)."""
+    import torch.multiprocessing as mp
+
+    if BATCH % world_size:
+        raise ValueError(f"world_size: expected a divisor of {BATCH}, got {world_size}")
+    mp.start_processes(
+        _worker,
+        args=(world_size, init_file, out_path, tuple(modes)),
+        nprocs=world_size,
+        start_method="spawn",
+    )
+    return torch.load(out_path)
