@@ -12,13 +12,25 @@ Example (CPU):
     True
 """
 
+from rdfft.layers import (
+    BCAdapter,
+    BlockCirculantLinear,
+    apply_bca,
+    bca_parameter_groups,
+    block_circulant_matmul,
+)
 from rdfft.layout import complex_to_hc, hc_conj, hc_mul, hc_to_complex, hc_weights
 from rdfft.ops import HcMatmul, IrdFFT, RdFFT, hc_matmul, irdfft, irdfft_, rdfft, rdfft_
 
 __all__ = [
+    "BCAdapter",
+    "BlockCirculantLinear",
     "HcMatmul",
     "IrdFFT",
     "RdFFT",
+    "apply_bca",
+    "bca_parameter_groups",
+    "block_circulant_matmul",
     "complex_to_hc",
     "hc_conj",
     "hc_matmul",

@@ -1,0 +1,323 @@
+"""Block-circulant layers and the block-circulant adapter (BCA) on rdFFT, plus ``apply_bca``.
+
+A block-circulant matrix W (d_out × d_in) is made of p×p blocks ``C_ij = circ(c_ij)``
+(:func:`rdfft.reference.block_circulant_dense`), so ``W x`` is, per output block i,
+``Σ_j c_ij ⊛ x_j``, and in the frequency domain ``Y_i = Σ_j P_ij · X_j``. Three backends compute it:
+
+* ``"rdfft"``: ``X = rdfft_(x_blocks)`` in place, ``P = rdfft(c)``, ``Z = hc_matmul(X, P)``,
+  ``y = irdfft_(Z)``. Autograd keeps the halfcomplex X (p reals per block) and P only; the
+  transforms save nothing.
+* ``"rfft"``: the same with complex ``torch.fft.rfft``/``irfft`` and plain autograd (what a user
+  writes with ``torch.fft``).
+* ``"dense"``: the dense matrix, ``F.linear``.
+
+Example (CPU):
+
+    >>> import torch
+    >>> from rdfft.layers import BCAdapter
+    >>> base = torch.nn.Linear(64, 32, bias=False)
+    >>> adapter = BCAdapter(base, block_size=16)
+    >>> x = torch.randn(5, 64)
+    >>> torch.equal(adapter(x), base(x))  # c = 0 at init
+    True
+    >>> adapter.merge().shape, adapter.num_adapter_parameters
+    (torch.Size([32, 64]), 128)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from rdfft.layout import is_power_of_two
+from rdfft.ops import hc_matmul, irdfft_, rdfft, rdfft_
+from rdfft.reference import block_circulant_dense
+
+__all__ = [
+    "BACKENDS",
+    "BCAdapter",
+    "BlockCirculantLinear",
+    "apply_bca",
+    "bca_parameter_groups",
+    "block_circulant_matmul",
+]
+
+BACKENDS = ("rdfft", "rfft", "dense")
+
+
+def _check_block(in_features: int, out_features: int, block_size: int) -> None:
+    for name, v in (("in_features", in_features), ("out_features", out_features)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ValueError(f"{name}: expected a positive int, got {v!r}")
+    if not isinstance(block_size, int) or block_size < 2 or not is_power_of_two(block_size):
+        raise ValueError(f"block_size: expected a power of two >= 2, got {block_size!r}")
+    for name, v in (("in_features", in_features), ("out_features", out_features)):
+        if v % block_size:
+            raise ValueError(f"block_size: {block_size} does not divide {name}={v}")
+
+
+def _check_layer_backend(backend: str) -> None:
+    if backend not in BACKENDS:
+        raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
+
+
+def block_circulant_matmul(
+    x: torch.Tensor, c: torch.Tensor, backend: str = "rdfft", overwrite_input: bool = False
+) -> torch.Tensor:
+    """``y = W x`` for the block-circulant W of coefficients ``c``.
+
+    Args:
+        x: (..., q_in·p) input.
+        c: (q_out, q_in, p) coefficients, p a power of two.
+        backend: "rdfft", "rfft" or "dense".
+        overwrite_input: rdfft backend only: transform x's own buffer in place (x then holds X).
+            Only for an x that nothing reads afterwards; autograd raises if something saved it.
+
+    Returns:
+        (..., q_out·p), x's dtype.
+    """
+    _check_layer_backend(backend)
+    if c.dim() != 3:
+        raise ValueError(f"c: expected (q_out, q_in, p), got shape {tuple(c.shape)}")
+    q_out, q_in, p = c.shape
+    if x.shape[-1] != q_in * p:
+        raise ValueError(f"x: expected last dim q_in·p = {q_in * p}, got {x.shape[-1]}")
+    lead = x.shape[:-1]
+    if backend == "dense":
+        return F.linear(x, block_circulant_dense(c).to(x.dtype))
+    blocks = x.reshape(*lead, q_in, p)
+    if backend == "rfft":
+        spectrum = torch.einsum(
+            "...jk,ijk->...ik", torch.fft.rfft(blocks), torch.fft.rfft(c.to(x.dtype))
+        )
+        return torch.fft.irfft(spectrum, n=p).reshape(*lead, q_out * p)
+    if overwrite_input and blocks.data_ptr() == x.data_ptr() and blocks.is_contiguous():
+        spectra = rdfft_(blocks)
+    else:
+        spectra = rdfft(blocks)
+    z = hc_matmul(spectra, rdfft(c.to(x.dtype)))
+    return irdfft_(z).reshape(*lead, q_out * p)
+
+
+class BlockCirculantLinear(nn.Module):
+    """A linear layer whose weight is block-circulant: ``(d_out/p)·(d_in/p)·p`` parameters.
+
+    Args:
+        in_features: d_in, divisible by ``block_size``.
+        out_features: d_out, divisible by ``block_size``.
+        block_size: p, a power of two >= 2.
+        backend: "rdfft" (in-place halfcomplex), "rfft" (complex torch.fft) or "dense".
+        bias: add a learnable bias.
+        dtype: parameter dtype.
+
+    Shapes: (..., in_features) -> (..., out_features).
+
+    Example:
+        >>> import torch
+        >>> layer = BlockCirculantLinear(8, 4, block_size=4)
+        >>> layer(torch.randn(2, 8)).shape
+        torch.Size([2, 4])
+    """
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        block_size: int,
+        backend: str = "rdfft",
+        bias: bool = False,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        _check_block(in_features, out_features, block_size)
+        _check_layer_backend(backend)
+        self.in_features, self.out_features, self.block_size = in_features, out_features, block_size
+        self.backend = backend
+        q_out, q_in = out_features // block_size, in_features // block_size
+        bound = 1 / math.sqrt(in_features)  # like nn.Linear: each output sums d_in products
+        self.c = nn.Parameter(
+            torch.empty(q_out, q_in, block_size, dtype=dtype).uniform_(-bound, bound)
+        )
+        self.bias = nn.Parameter(torch.zeros(out_features, dtype=dtype)) if bias else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = block_circulant_matmul(x, self.c, self.backend)
+        return y + self.bias if self.bias is not None else y
+
+    def dense_weight(self) -> torch.Tensor:
+        """The (out_features, in_features) dense weight."""
+        return block_circulant_dense(self.c)
+
+    def extra_repr(self) -> str:
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, "
+            f"block_size={self.block_size}, backend={self.backend!r}, bias={self.bias is not None}"
+        )
+
+
+class BCAdapter(nn.Module):
+    """A block-circulant adapter on a frozen linear layer: ``y = W₀x + b + BC(c) x``.
+
+    ``c`` starts at 0, so the adapted model equals the base model at init. BCA's stability
+    heuristic divides the adapter's learning rate by p: :func:`bca_parameter_groups` applies
+    ``lr_scale`` (default 1/p).
+
+    Args:
+        base: the frozen ``nn.Linear`` (its parameters get ``requires_grad=False``).
+        block_size: p, a power of two dividing both of base's feature counts.
+        backend: "rdfft", "rfft" or "dense".
+        lr_scale: the adapter's learning-rate multiplier (default ``1 / block_size``).
+        overwrite_input: rdfft only: once the frozen path has consumed x, transform x's own
+            buffer in place so X is the only cached activation. Only where nothing reads x
+            afterwards (not for q_proj in a Llama block, whose input k_proj and v_proj read too).
+    """
+
+    def __init__(
+        self,
+        base: nn.Linear,
+        block_size: int,
+        backend: str = "rdfft",
+        lr_scale: float | None = None,
+        overwrite_input: bool = False,
+    ) -> None:
+        super().__init__()
+        if not isinstance(base, nn.Linear):
+            raise TypeError(f"base: expected an nn.Linear, got {type(base).__name__}")
+        _check_block(base.in_features, base.out_features, block_size)
+        _check_layer_backend(backend)
+        if overwrite_input and backend != "rdfft":
+            raise ValueError(
+                f"overwrite_input: only the 'rdfft' backend can, got backend={backend!r}"
+            )
+        self.base = base
+        for prm in base.parameters():
+            prm.requires_grad_(False)
+        self.block_size, self.backend, self.overwrite_input = block_size, backend, overwrite_input
+        self.lr_scale = 1.0 / block_size if lr_scale is None else float(lr_scale)
+        q_out, q_in = base.out_features // block_size, base.in_features // block_size
+        self.c = nn.Parameter(
+            torch.zeros(q_out, q_in, block_size, dtype=base.weight.dtype, device=base.weight.device)
+        )
+
+    @property
+    def in_features(self) -> int:
+        return self.base.in_features
+
+    @property
+    def out_features(self) -> int:
+        return self.base.out_features
+
+    @property
+    def num_adapter_parameters(self) -> int:
+        return self.c.numel()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.base(x)  # the frozen path consumes x first
+        return y + block_circulant_matmul(x, self.c, self.backend, self.overwrite_input)
+
+    @torch.no_grad()
+    def merge(self) -> torch.Tensor:
+        """The dense ΔW (out_features, in_features): ``base.weight + merge()`` is the adapted weight."""
+        return block_circulant_dense(self.c.detach()).to(self.base.weight.dtype)
+
+    @torch.no_grad()
+    def merged_linear(self) -> nn.Linear:
+        """A plain ``nn.Linear`` with ``W₀ + ΔW`` (and base's bias): the adapter folded away."""
+        out = nn.Linear(
+            self.in_features,
+            self.out_features,
+            bias=self.base.bias is not None,
+            dtype=self.base.weight.dtype,
+            device=self.base.weight.device,
+        )
+        out.weight.copy_(self.base.weight + self.merge())
+        if self.base.bias is not None:
+            out.bias.copy_(self.base.bias)
+        return out
+
+    def extra_repr(self) -> str:
+        return f"block_size={self.block_size}, backend={self.backend!r}, lr_scale={self.lr_scale:g}"
+
+
+def apply_bca(
+    model: nn.Module,
+    target_modules: Iterable[str] = ("q_proj", "v_proj"),
+    block_size: int = 32,
+    backend: str = "rdfft",
+    lr_scale: float | None = None,
+    freeze_base: bool = True,
+) -> nn.Module:
+    """Swap every ``nn.Linear`` whose name ends in one of ``target_modules`` for a :class:`BCAdapter`.
+
+    Works on any module tree (transformers models included: ``q_proj``/``v_proj`` for Llama,
+    ``query``/``value`` for BERT/RoBERTa). Names match on their last component.
+
+    Args:
+        model: the model, modified in place.
+        target_modules: last name components to adapt.
+        block_size: p.
+        backend: "rdfft", "rfft" or "dense".
+        lr_scale: the adapters' learning-rate multiplier (default 1/p).
+        freeze_base: set ``requires_grad=False`` on every parameter of the model first (so only
+            the adapters train, as peft does).
+
+    Returns:
+        ``model``.
+
+    Raises:
+        ValueError: when no ``nn.Linear`` matches ``target_modules``.
+    """
+    if isinstance(target_modules, str):
+        target_modules = (target_modules,)
+    targets = tuple(target_modules)
+    if not targets:
+        raise ValueError("target_modules: expected at least one module name, got none")
+    matches = [
+        (name, mod)
+        for name, mod in model.named_modules()
+        if isinstance(mod, nn.Linear) and name.rsplit(".", 1)[-1] in targets
+    ]
+    if not matches:
+        linear = sorted(
+            {n.rsplit(".", 1)[-1] for n, m in model.named_modules() if isinstance(m, nn.Linear)}
+        )
+        raise ValueError(
+            f"target_modules: {targets} matched no nn.Linear of the model; its linear layers are "
+            f"named {linear}"
+        )
+    if freeze_base:
+        for prm in model.parameters():
+            prm.requires_grad_(False)
+    for name, mod in matches:
+        parent_name, _, child = name.rpartition(".")
+        parent = model.get_submodule(parent_name) if parent_name else model
+        setattr(parent, child, BCAdapter(mod, block_size, backend=backend, lr_scale=lr_scale))
+    return model
+
+
+def bca_parameter_groups(model: nn.Module, lr: float, weight_decay: float = 0.0) -> list[dict]:
+    """Optimizer parameter groups: each adapter's ``c`` at ``lr · lr_scale``, the rest at ``lr``.
+
+    Only parameters with ``requires_grad`` are included.
+
+    Example:
+        >>> import torch
+        >>> model = torch.nn.Sequential(BCAdapter(torch.nn.Linear(8, 8), 4), torch.nn.Linear(8, 2))
+        >>> [(len(g["params"]), g["lr"]) for g in bca_parameter_groups(model, lr=1e-2)]
+        [(2, 0.01), (1, 0.0025)]
+    """
+    adapters = [m for m in model.modules() if isinstance(m, BCAdapter)]
+    adapter_ids = {id(m.c) for m in adapters}
+    rest = [p for p in model.parameters() if p.requires_grad and id(p) not in adapter_ids]
+    groups = [{"params": rest, "lr": lr, "weight_decay": weight_decay}] if rest else []
+    by_scale: dict[float, list] = {}
+    for m in adapters:
+        if m.c.requires_grad:
+            by_scale.setdefault(m.lr_scale, []).append(m.c)
+    for scale, params in by_scale.items():
+        groups.append({"params": params, "lr": lr * scale, "weight_decay": weight_decay})
+    return groups
