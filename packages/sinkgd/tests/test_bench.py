@@ -178,7 +178,13 @@ def test_quality_case_aggregates_runs(mode, tmp_path, monkeypatch):
         )
         assert all(r.params["seeds"] == 3 for r in best_rows)
         adamw_rows = [r for r in by_metric["val_loss"] if r.params["optimizer"] == "adamw"]
-        assert len(adamw_rows) >= 4 and all(r.params["seeds"] == 3 for r in adamw_rows)
+        assert len(adamw_rows) >= 4 and sum(r.params["seeds"] for r in adamw_rows) >= 6
+        assert (
+            len(
+                {r.params["lr"] for r in by_metric["val_loss"] if r.params["optimizer"] == "sinkgd"}
+            )
+            >= 3
+        )
         sgd = {r.params["lr"]: r for r in by_metric["val_loss"] if r.params["optimizer"] == "sgd"}
         assert sgd[1.0].params["diverged"] == 1 and math.isnan(sgd[1.0].value)
         assert sgd[0.5].params["best"]
@@ -186,6 +192,8 @@ def test_quality_case_aggregates_runs(mode, tmp_path, monkeypatch):
         assert means["sinkgd"].value == pytest.approx(0.5, abs=0.01)
         assert means["swan"].params["seeds"] == 3
         table = (tmp_path / "quality_sweep.md").read_text()
-        assert "| AdamW | 0.008 |" in table and "div" in table
+        assert "| AdamW | 0.004 |" in table and "div" in table
+    runs = (tmp_path / "quality_runs.jsonl").read_text().splitlines()
+    assert len(runs) == sum(r.params["seeds"] for r in by_metric["val_loss"])
     assert (tmp_path / "quality_val_loss.png").exists()
     assert (tmp_path / "quality_lr_sweep.png").exists()
