@@ -104,13 +104,17 @@ def packed_layer(words: torch.Tensor, ids: torch.Tensor, ia: torch.Tensor, ib: t
     return (m11 & a & b) | (m10 & a & nb) | (m01 & na & b) | (m00 & na & nb)
 
 
-def packed_forward(net: LogicNet | Circuit, packed: PackedBits) -> torch.Tensor:
+def packed_forward(
+    net: LogicNet | Circuit, packed: PackedBits, backend: str = "torch"
+) -> torch.Tensor:
     """Run the discretized network on packed bits.
 
     Args:
         net: a :class:`LogicNet` (its :meth:`~LogicNet.discretize` circuit is used) or a
             :class:`Circuit`.
         packed: :func:`pack_bits` of the (B, in_dim) binary inputs.
+        backend: ``torch`` (int64 or int32 bitwise ops) or ``triton`` (the int32 eval kernel;
+            needs ``word_bits=32``). The final popcount is a torch unpack either way.
 
     Returns:
         (B, k) int64 class counts: ``tau ×`` the eval-mode float GroupSum, with its argmax.
@@ -134,9 +138,14 @@ def packed_forward(net: LogicNet | Circuit, packed: PackedBits) -> torch.Tensor:
         raise ValueError(
             f"packed: expected {circuit.in_dim} packed features, got {packed.num_features}"
         )
+    if backend not in ("torch", "triton"):
+        raise ValueError(f"backend: expected 'torch' or 'triton', got {backend!r}")
+    layer_fn = packed_layer
+    if backend == "triton":
+        from .kernels.logic import packed_layer_triton as layer_fn
     device = packed.words.device
     words = packed.words
     for ids, ia, ib in zip(circuit.ids, circuit.ia, circuit.ib):
-        words = packed_layer(words, ids.to(device), ia.to(device), ib.to(device))
+        words = layer_fn(words, ids.to(device), ia.to(device), ib.to(device))
     bits = unpack_bits(PackedBits(words, packed.batch_size, packed.word_bits))  # (B, out)
     return bits.reshape(packed.batch_size, circuit.k, -1).sum(-1, dtype=torch.int64)
