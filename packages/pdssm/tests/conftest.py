@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from neurips25_core.bench import single_thread
 from neurips25_core.testing import randint, randn
 
 
@@ -31,7 +32,5 @@ def pd_inputs():
 def _single_thread():
     """Tiny tensors: one intra-op thread. On a shared 2-core machine, two threads per op made the
     smoke training ~30× slower (thread hand-off dominates), so the tests pin one and restore it."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+    with single_thread():
+        yield

@@ -17,7 +17,8 @@ def test_suite_cases():
     names = {c.name: c for c in SUITE.cases}
     assert SUITE.name == "pdssm"
     assert {"s3_state_tracking", "a4_state_tracking", "fsa_tasks", "scan_speed"} <= set(names)
-    assert {c.name for c in SUITE.cases_for("quick")} == {"s3_state_tracking", "scan_speed"}
+    for mode in ("smoke", "quick", "full"):
+        assert {c.name for c in SUITE.cases_for(mode)} == set(names), mode
 
 
 def test_gpu_script_toy(tmp_path):

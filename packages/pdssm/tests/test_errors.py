@@ -138,3 +138,30 @@ def test_task_arguments():
         task.sample(4, 10, 5)
     with pytest.raises(ValueError, match="batch_size"):
         task.sample(0, 10)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64])
+def test_layer_refuses_an_input_dtype_that_is_not_its_own(dtype):
+    # Before: these reached torch's matmul and failed with "mat1 and mat2 must have the same dtype".
+    layer = PDSSMLayer(d_model=8, state_size=4)
+    with pytest.raises(TypeError, match=r"u: expected the dtype of the layer's parameters"):
+        layer(torch.randn(2, 5, 8, dtype=dtype))
+
+
+def test_layer_in_float64_runs_and_half_precision_layers_are_refused():
+    layer = PDSSMLayer(d_model=8, state_size=4).double()
+    out = layer(torch.randn(2, 5, 8, dtype=torch.float64))
+    assert out.dtype == torch.float64 and torch.isfinite(out).all()
+    for dtype in (torch.float16, torch.bfloat16):
+        half = PDSSMLayer(d_model=8, state_size=4).to(dtype)
+        with pytest.raises(TypeError, match="PDSSMLayer: the layer computes in float32 or float64"):
+            half(torch.randn(2, 5, 8, dtype=dtype))
+
+
+@pytest.mark.parametrize("bad", [3, 7, -1])
+def test_model_refuses_out_of_vocabulary_ids(bad):
+    model = PDSSM(vocab_size=3, num_classes=4, d_model=8, state_size=4, num_layers=1)
+    tokens = torch.tensor([[0, 1, 2, bad]])
+    with pytest.raises(ValueError, match=r"tokens: expected ids in \[0, 3\) \(vocab_size=3\)"):
+        model(tokens)
+    assert model(tokens.clamp(0, 2)).shape == (1, 4, 4)

@@ -153,6 +153,30 @@ def test_smoke_train_s3_learns():
     assert after["token_acc"] > before["token_acc"]
 
 
+@pytest.mark.parametrize("context", ["no_grad", "inference_mode"])
+def test_training_trains_inside_no_grad_and_inference_mode(context):
+    """The loop runs under enable_grad and leaves inference mode: the weights move, the loss is
+    the same as outside the context (same seeds), and the outer mode is restored afterwards."""
+    task = get_task("S3")
+
+    def run(ctx_manager):
+        torch.manual_seed(0)
+        model = PDSSM(task.vocab_size, task.num_classes, d_model=8, state_size=8, num_layers=1)
+        before = [p.detach().clone() for p in model.parameters()]
+        with ctx_manager():
+            result = train_task(model, task, steps=5, min_length=8, batch_size=8, progress=False)
+            still = torch.is_grad_enabled()
+        moved = sum(float((p.detach() - b).abs().sum()) for p, b in zip(model.parameters(), before))
+        return result.losses, moved, still
+
+    outer = torch.no_grad if context == "no_grad" else torch.inference_mode
+    losses, moved, grad_inside_after = run(outer)
+    ref_losses, ref_moved, _ = run(torch.enable_grad)
+    assert moved > 0 and grad_inside_after is False
+    assert losses == pytest.approx(ref_losses, rel=1e-6)
+    assert moved == pytest.approx(ref_moved, rel=1e-4)
+
+
 def test_model_last_token_output():
     model = PDSSM(vocab_size=4, num_classes=5, d_model=6, state_size=4, num_layers=2, output="last")
     assert model(torch.randint(0, 4, (3, 8))).shape == (3, 5)

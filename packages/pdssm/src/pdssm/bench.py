@@ -3,23 +3,30 @@
 Quality (the reduced reproduction, real training on the synthetic tasks):
 
 * ``s3_state_tracking``: S3 word problem, one layer, train length 16, test at 16/64/256; PD-SSM
-  (N = 8) against the complex-diagonal SSM (N = 16). Quick: one seed, 1000 steps. Full: 3 seeds,
-  1500 steps, plus the row orientation (official PyTorch numerics) and the dense-transition SSM.
-* ``a4_state_tracking`` (full): A4, PD-SSM N = 16 and N = 32 against complex-diagonal N = 32.
-* ``fsa_tasks`` (full): parity, even_pairs, cycle_nav, mod_arith_no_brack; two layers,
-  N = E = 32, train lengths 3–40, test 40–256, max validation accuracy over the run.
+  (N = 8) against the complex-diagonal SSM (N = 16). Smoke: 20 steps. Quick: one seed, 1000
+  steps. Full: 3 seeds, 1500 steps, plus the row orientation (official PyTorch numerics) and the
+  dense-transition SSM.
+* ``a4_state_tracking``: A4, PD-SSM against complex-diagonal N = 32. Smoke: 20 steps. Quick:
+  PD-SSM N = 16 only, one seed, 300 steps (too short to learn A4: a run-it check with real
+  numbers). Full: N = 16 and N = 32, 3 seeds, 2000 steps.
+* ``fsa_tasks``: parity, even_pairs, cycle_nav, mod_arith_no_brack; two layers, train lengths
+  3–40, test 40–256, max validation accuracy over the run. Smoke: N = E = 8, 20 steps, parity
+  only. Quick: N = E = 16, 80 steps, one seed, all four tasks (too short to learn them). Full:
+  N = E = 32, 1000 steps, 2 seeds.
 
 Speed (CPU, one thread): forward+backward time and peak RSS of the PD recurrence with the
 sequential, torch-parallel and dense (official-style) scans as N grows at fixed tokens, with the
-complex-diagonal recurrence and the P generator (O(K·N²) per token) timed separately.
+complex-diagonal recurrence and the P generator (O(K·N²) per token) in the same interleaved
+comparison (``neurips25_core.bench.compare``, medians); and a whole PD-SSM layer (generator, D
+MLPs, scan, readout) forward+backward with the sequential scan against the same layer with the
+dense official-style scan, outputs checked equal first.
 
-Training and timing pin one intra-op thread: these are tiny tensors on a shared 2-core machine,
-where a second thread made training ~30× slower.
+Training and timing pin one intra-op thread (``neurips25_core.bench.single_thread``): these are
+tiny tensors on a shared 2-core machine, where a second thread made training ~30× slower.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import statistics
 import sys
@@ -29,10 +36,11 @@ import torch
 from neurips25_core.bench import (
     Context,
     Suite,
+    compare,
     peak_rss_subprocess,
     plot_bars,
     plot_lines,
-    time_fn,
+    single_thread,
 )
 
 SUITE = Suite(
@@ -42,18 +50,17 @@ SUITE = Suite(
 )
 
 
-@contextlib.contextmanager
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def _train_eval(
-    task, model_kwargs, steps, train_lengths, test_lengths, seed, lr=1e-2, eval_every=0, desc=""
+    task,
+    model_kwargs,
+    steps,
+    train_lengths,
+    test_lengths,
+    seed,
+    lr=1e-2,
+    eval_every=0,
+    desc="",
+    eval_samples=None,
 ):
     """Train one model; return accuracies per test length (max over evaluations if eval_every)."""
     progress = sys.stderr.isatty()  # per-run bars only in a terminal, not in logs
@@ -80,7 +87,7 @@ def _train_eval(
             done += n
             checkpoints.append(
                 {
-                    name: evaluate(model, task, *rng, num_samples=256)
+                    name: evaluate(model, task, *rng, num_samples=eval_samples or 256)
                     for name, rng in test_lengths.items()
                 }
             )
@@ -92,7 +99,12 @@ def _train_eval(
         seconds, losses = result.seconds, result.losses
         checkpoints.append(
             {
-                name: evaluate(model, task, *rng, num_samples=512 if rng[0] <= 64 else 256)
+                name: evaluate(
+                    model,
+                    task,
+                    *rng,
+                    num_samples=eval_samples or (512 if rng[0] <= 64 else 256),
+                )
                 for name, rng in test_lengths.items()
             }
         )
@@ -104,14 +116,20 @@ def _train_eval(
 
 
 def _group_case(
-    ctx: Context, task_name: str, configs: dict, steps: int, seeds: tuple[int, ...], baseline: str
+    ctx: Context,
+    task_name: str,
+    configs: dict,
+    steps: int,
+    seeds: tuple[int, ...],
+    baseline: str,
+    eval_samples: int | None = None,
 ):
     from .tasks import get_task
 
     task = get_task(task_name)
     lengths = {"16": (16, 16), "64": (64, 64), "256": (256, 256)}
     runs: dict[str, list[dict]] = {}
-    with _one_thread():
+    with single_thread():
         for label, kwargs in configs.items():
             runs[label] = []
             for seed in seeds:
@@ -123,6 +141,7 @@ def _group_case(
                     lengths,
                     seed,
                     desc=f"{task_name} {label} s{seed}",
+                    eval_samples=eval_samples,
                 )
                 r["seed"] = seed
                 runs[label].append(r)
@@ -185,14 +204,14 @@ def _group_case(
     )
 
 
-@SUITE.case("s3_state_tracking", kind="quality", modes=("quick", "full"))
+@SUITE.case("s3_state_tracking", kind="quality")
 def s3_state_tracking(ctx: Context) -> None:
     """S3 state tracking, 1 layer: PD-SSM vs complex-diagonal, length generalisation 16 → 64/256."""
     configs = {
         "pd_N8": {"d_model": 8, "state_size": 8, "num_layers": 1},
         "diag_N16": {"d_model": 16, "state_size": 16, "num_layers": 1, "transition": "diagonal"},
     }
-    if not ctx.quick:
+    if ctx.full:
         configs["pd_row_N8"] = {
             "d_model": 8,
             "state_size": 8,
@@ -205,11 +224,13 @@ def s3_state_tracking(ctx: Context) -> None:
             "num_layers": 1,
             "transition": "dense",
         }
-    steps, seeds = (1000, (0,)) if ctx.quick else (1500, (0, 1, 2))
-    _group_case(ctx, "S3", configs, steps, seeds, baseline="diag_N16")
+    steps = ctx.pick(smoke=20, quick=1000, full=1500)
+    seeds = ctx.pick(smoke=(0,), quick=(0,), full=(0, 1, 2))
+    eval_samples = ctx.pick(smoke=32, quick=None, full=None)
+    _group_case(ctx, "S3", configs, steps, seeds, baseline="diag_N16", eval_samples=eval_samples)
 
 
-@SUITE.case("a4_state_tracking", kind="quality", modes=("full",))
+@SUITE.case("a4_state_tracking", kind="quality")
 def a4_state_tracking(ctx: Context) -> None:
     """A4 state tracking (stretch), 1 layer: PD-SSM N = 16/32 vs complex-diagonal N = 32."""
     configs = {
@@ -217,38 +238,49 @@ def a4_state_tracking(ctx: Context) -> None:
         "pd_N32": {"d_model": 32, "state_size": 32, "num_layers": 1},
         "diag_N32": {"d_model": 32, "state_size": 32, "num_layers": 1, "transition": "diagonal"},
     }
-    _group_case(ctx, "A4", configs, 2000, (0, 1, 2), baseline="diag_N32")
+    if not ctx.full:
+        del configs["pd_N32"]
+    steps = ctx.pick(smoke=20, quick=300, full=2000)
+    seeds = ctx.pick(smoke=(0,), quick=(0,), full=(0, 1, 2))
+    eval_samples = ctx.pick(smoke=32, quick=128, full=None)
+    _group_case(ctx, "A4", configs, steps, seeds, baseline="diag_N32", eval_samples=eval_samples)
 
 
 FSA_STEPS = 1000
 FSA_SEEDS = (0, 1)
 
 
-@SUITE.case("fsa_tasks", kind="quality", modes=("full",))
+@SUITE.case("fsa_tasks", kind="quality")
 def fsa_tasks(ctx: Context) -> None:
     """The four official formal-language tasks, reduced: 2 layers, N = E = 32, max val accuracy."""
     from .tasks import FSA_TASKS, get_task
 
+    width = ctx.pick(smoke=8, quick=16, full=32)
+    steps = ctx.pick(smoke=20, quick=80, full=FSA_STEPS)
+    seeds = ctx.pick(smoke=(0,), quick=(0,), full=FSA_SEEDS)
+    tasks = ctx.pick(smoke=("parity",), quick=tuple(FSA_TASKS), full=tuple(FSA_TASKS))
+    eval_samples = ctx.pick(smoke=32, quick=64, full=256)
     models = {
-        "pd": {"d_model": 32, "state_size": 32, "num_layers": 2},
-        "diag": {"d_model": 32, "state_size": 32, "num_layers": 2, "transition": "diagonal"},
+        "pd": {"d_model": width, "state_size": width, "num_layers": 2},
+        "diag": {"d_model": width, "state_size": width, "num_layers": 2, "transition": "diagonal"},
     }
     table: dict[str, dict[str, list[float]]] = {m: {} for m in models}
-    with _one_thread():
-        for name in FSA_TASKS:
+    with single_thread():
+        for name in tasks:
             task = get_task(name)
             for label, kwargs in models.items():
                 accs = []
-                for seed in FSA_SEEDS:
+                for seed in seeds:
                     r = _train_eval(
                         task,
                         kwargs,
-                        FSA_STEPS,
+                        steps,
                         (3, 40),
                         {"40-256": (40, 256)},
                         seed,
-                        eval_every=FSA_STEPS // 4,
+                        eval_every=max(1, steps // 4),
                         desc=f"{name} {label} s{seed}",
+                        eval_samples=eval_samples,
                     )
                     accs.append(r["acc"]["40-256"]["final_acc"])
                     ctx.log(
@@ -263,8 +295,9 @@ def fsa_tasks(ctx: Context) -> None:
                 baseline_value=statistics.mean(table["diag"][name]),
                 lower_is_better=False,
                 task=name,
-                seeds=len(FSA_SEEDS),
-                steps=FSA_STEPS,
+                seeds=len(seeds),
+                steps=steps,
+                N=width,
             )
     avg = {m: statistics.mean(statistics.mean(v) for v in table[m].values()) for m in models}
     ctx.record(
@@ -274,15 +307,16 @@ def fsa_tasks(ctx: Context) -> None:
         baseline="diag",
         baseline_value=avg["diag"],
         lower_is_better=False,
-        steps=FSA_STEPS,
+        steps=steps,
+        N=width,
     )
     ctx.path("fsa_runs.json").write_text(json.dumps(table, indent=2) + "\n")
     plot_bars(
-        list(FSA_TASKS),
-        {m: [statistics.mean(table[m][t]) for t in FSA_TASKS] for m in models},
+        list(tasks),
+        {m: [statistics.mean(table[m][t]) for t in tasks] for m in models},
         ctx.path("fsa_accuracy.png"),
-        ylabel=f"max val. accuracy, lengths 40-256 (mean of {len(FSA_SEEDS)} seeds)",
-        title=f"Formal-language tasks, 2 layers, N = E = 32, {FSA_STEPS} steps",
+        ylabel=f"max val. accuracy, lengths 40-256 (mean of {len(seeds)} seeds)",
+        title=f"Formal-language tasks, 2 layers, N = E = {width}, {steps} steps",
     )
 
 
@@ -290,7 +324,7 @@ def fsa_tasks(ctx: Context) -> None:
 
 _SPEED_SETUP = """
 import torch
-torch.set_num_threads(1)
+torch.set_num_threads(1)  # core-helper-ok: runs in the fresh process of peak_rss_subprocess
 from pdssm import pd_scan
 B, L, N = {batch}, {length}, {size}
 g = torch.Generator().manual_seed(0)
@@ -324,15 +358,55 @@ def _generator_step(u, selector, dictionary):
     (soft * torch.randn_like(soft)).sum().backward()
 
 
-@SUITE.case("scan_speed", kind="speed", modes=("quick", "full"))
+def _record_timing(ctx: Context, cmp, name: str, metric: str, baseline: str | None, **params):
+    """Record ``name``'s median from a :func:`compare` run, against ``baseline``'s median."""
+    t = cmp.timings[name]
+    load = (
+        f"{cmp.load_start and round(cmp.load_start, 1)}->{cmp.load_end and round(cmp.load_end, 1)}"
+    )
+    extra = dict(p20=float(f"{t.p20:.4g}"), p80=float(f"{t.p80:.4g}"), rounds=cmp.rounds, load=load)
+    if baseline is None:
+        return ctx.record(metric, t.median, "s", **params, **extra)
+    return ctx.record(
+        metric,
+        t.median,
+        "s",
+        baseline=_LABELS.get(baseline, baseline),
+        baseline_value=cmp.timings[baseline].median,
+        **params,
+        **extra,
+    )
+
+
+_LABELS = {"dense": "dense N×N loop (official style)", "sequential": "sequential PD recurrence"}
+
+
+@SUITE.case("scan_speed", kind="speed")
 def scan_speed(ctx: Context) -> None:
-    """Forward+backward time and peak RSS of the PD recurrence as N grows at fixed B·L (CPU)."""
-    batch, length = 4, 128
-    sizes = [16, 32, 64] if ctx.quick else [16, 32, 64, 128, 256]
+    """Forward+backward time and peak RSS of the PD recurrence as N grows at fixed B·L (CPU).
+
+    Every timing is a median of interleaved rounds (``compare``); the scans' outputs are checked
+    equal before they are timed. ``layer_fwd_bwd_time`` times a whole PD-SSM layer (P generator,
+    D generators, scan, readout, LayerNorm), so its ratio includes the O(K·N²)-per-token generator
+    that the recurrence-only ratio leaves out.
+    """
+    from neurips25_core.testing import assert_close
+
+    from .layer import PDSSMLayer
+    from .ops import pd_scan
+
+    batch, length = ctx.pick(smoke=(2, 32), quick=(4, 128), full=(4, 128))
+    sizes = ctx.pick(smoke=[8, 16], quick=[16, 32, 64], full=[16, 32, 64, 128, 256])
+    min_time = ctx.pick(smoke=0.02, quick=0.15, full=0.3)
+    mem_sizes = ctx.pick(smoke=sizes[:1], quick=sizes, full=sizes)
+    mem_backends = ctx.pick(
+        smoke=("sequential", "dense"), quick=("sequential", "torch", "dense"), full=None
+    ) or ("sequential", "torch", "dense")
     backends = ["sequential", "torch", "dense", "diagonal"]
     times: dict[str, list[float]] = {k: [] for k in [*backends, "generator (K=8)"]}
-    memory: dict[str, list[float]] = {k: [] for k in ("sequential", "torch", "dense")}
-    with _one_thread():
+    layer_times: dict[str, list[float]] = {"PD layer, sequential scan": [], "PD layer, dense": []}
+    memory: dict[str, list[float]] = {k: [] for k in mem_backends}
+    with single_thread():
         for n in sizes:
             g = torch.Generator().manual_seed(0)
             p = torch.randint(0, n, (batch, length, n), generator=g)
@@ -341,125 +415,131 @@ def scan_speed(ctx: Context) -> None:
                 torch.rand(batch, length, n, generator=g),
             )
             b = torch.randn(batch, length, n, dtype=torch.complex64, generator=g)
+            ref = pd_scan(p, d, b, backend="sequential")
+            for backend in ("torch", "dense"):
+                assert_close(pd_scan(p, d, b, backend=backend), ref, rtol=1e-5)
+            fns = {}
             for backend in backends:
                 dd, bb = d.clone().requires_grad_(), b.clone().requires_grad_()
-                t = time_fn(
-                    lambda backend=backend, p=p, dd=dd, bb=bb: _scan_step(backend, p, dd, bb),
-                    warmup=1,
-                    min_time=0.3,
-                    max_repeats=20,
+                fns[backend] = lambda backend=backend, p=p, dd=dd, bb=bb: _scan_step(
+                    backend, p, dd, bb
                 )
-                times[backend].append(t.median)
             u = torch.randn(batch, length, n, requires_grad=True)
             selector = torch.randn(n, 8, requires_grad=True)
             dictionary = torch.randn(8, n, n, requires_grad=True)
-            t = time_fn(
-                lambda u=u, s=selector, m=dictionary: _generator_step(u, s, m),
-                warmup=1,
-                min_time=0.3,
-                max_repeats=20,
-            )
-            times["generator (K=8)"].append(t.median)
-            dense_t = times["dense"][-1]
+            fns["generator (K=8)"] = lambda u=u, s=selector, m=dictionary: _generator_step(u, s, m)
+            cmp = compare(fns, baseline="dense", min_time=min_time, max_rounds=50)
+            for name in fns:
+                times[name].append(cmp.timings[name].median)
+            common = dict(N=n, B=batch, L=length)
             for backend in ("sequential", "torch"):
-                ctx.record(
-                    "fwd_bwd_time",
-                    times[backend][-1],
-                    "s",
-                    baseline="dense N×N loop (official style)",
-                    baseline_value=dense_t,
-                    scan=backend,
-                    N=n,
-                    B=batch,
-                    L=length,
-                )
-            ctx.record("fwd_bwd_time", dense_t, "s", scan="dense", N=n, B=batch, L=length)
-            ctx.record(
-                "fwd_bwd_time",
-                times["diagonal"][-1],
-                "s",
-                scan="diagonal (P=I)",
-                N=n,
-                B=batch,
-                L=length,
+                _record_timing(ctx, cmp, backend, "fwd_bwd_time", "dense", scan=backend, **common)
+            _record_timing(ctx, cmp, "dense", "fwd_bwd_time", None, scan="dense", **common)
+            _record_timing(
+                ctx, cmp, "diagonal", "fwd_bwd_time", None, scan="diagonal (P=I)", **common
             )
-            ctx.record(
-                "generator_fwd_bwd_time",
-                times["generator (K=8)"][-1],
-                "s",
-                baseline="sequential PD recurrence",
-                baseline_value=times["sequential"][-1],
-                N=n,
-                K=8,
-                B=batch,
-                L=length,
+            _record_timing(
+                ctx, cmp, "generator (K=8)", "generator_fwd_bwd_time", "sequential", K=8, **common
             )
-            for backend in memory:
-                setup = _SPEED_SETUP.format(batch=batch, length=length, size=n)
-                code = f"x = pd_scan(p, d, b, backend={backend!r}); x.real.sum().backward()"
-                memory[backend].append(peak_rss_subprocess(code, setup=setup)["delta"] / 2**20)
-            for backend in ("sequential", "torch"):
-                ctx.record(
-                    "fwd_bwd_peak_rss",
-                    memory[backend][-1],
-                    "MiB",
-                    baseline="dense N×N loop (official style)",
-                    baseline_value=memory["dense"][-1],
-                    scan=backend,
-                    N=n,
-                    B=batch,
-                    L=length,
-                )
+
+            # The whole layer: same weights, the sequential scan against the dense official-style
+            # loop; outputs and gradients checked equal first (dropout off for the check).
+            torch.manual_seed(0)
+            ours = PDSSMLayer(n, n, dropout=0.0, backend="sequential")
+            dense = PDSSMLayer(n, n, dropout=0.0, backend="dense")
+            dense.load_state_dict(ours.state_dict())
+            x = torch.randn(batch, length, n)
+            y_ours, y_dense = ours(x), dense(x)
+            assert_close(y_ours, y_dense, rtol=1e-5)
+            g_ours = torch.autograd.grad(y_ours.square().sum(), list(ours.parameters()))
+            g_dense = torch.autograd.grad(y_dense.square().sum(), list(dense.parameters()))
+            for a_, b_ in zip(g_ours, g_dense):
+                assert_close(a_, b_, rtol=1e-4)
+            lcmp = compare(
+                {
+                    "PD layer, sequential scan": lambda m=ours, x=x: m(x).square().sum().backward(),
+                    "PD layer, dense": lambda m=dense, x=x: m(x).square().sum().backward(),
+                },
+                baseline="PD layer, dense",
+                min_time=min_time,
+                max_rounds=50,
+            )
+            for name in layer_times:
+                layer_times[name].append(lcmp.timings[name].median)
+            _record_timing(
+                ctx,
+                lcmp,
+                "PD layer, sequential scan",
+                "layer_fwd_bwd_time",
+                "PD layer, dense",
+                d_model=n,
+                **common,
+            )
+
+            if n in mem_sizes:
+                for backend in memory:
+                    setup = _SPEED_SETUP.format(batch=batch, length=length, size=n)
+                    code = f"x = pd_scan(p, d, b, backend={backend!r}); x.real.sum().backward()"
+                    memory[backend].append(peak_rss_subprocess(code, setup=setup)["delta"] / 2**20)
+                for backend in memory:
+                    if backend == "dense":
+                        continue
+                    ctx.record(
+                        "fwd_bwd_peak_rss",
+                        memory[backend][-1],
+                        "MiB",
+                        baseline="dense N×N loop (official style)",
+                        baseline_value=memory["dense"][-1],
+                        scan=backend,
+                        **common,
+                    )
             ctx.log(
                 f"  N={n}: "
                 + ", ".join(f"{k} {v[-1] * 1e3:.1f} ms" for k, v in times.items())
-                + " | RSS "
-                + ", ".join(f"{k} {v[-1]:.0f} MiB" for k, v in memory.items())
+                + f" | layer: ours {layer_times['PD layer, sequential scan'][-1] * 1e3:.1f} ms, "
+                f"dense {layer_times['PD layer, dense'][-1] * 1e3:.1f} ms"
+                + (
+                    " | RSS " + ", ".join(f"{k} {v[-1]:.0f} MiB" for k, v in memory.items())
+                    if n in mem_sizes
+                    else ""
+                )
             )
-    # The other regime: a training-sized batch, where the work (not per-op overhead) dominates and
-    # the O(L·N·log L) parallel scan loses to the O(L·N) loop on a CPU.
-    with _one_thread():
-        big = {}
+        # The other regime: a training-sized batch, where the work (not per-op overhead)
+        # dominates and the O(L·N·log L) parallel scan loses to the O(L·N) loop on a CPU.
+        bb_, ll_, nn_ = ctx.pick(smoke=(8, 64, 16), quick=(64, 256, 64), full=(64, 256, 64))
         g = torch.Generator().manual_seed(0)
-        bb_, ll_, nn_ = 64, 256, 64
         p = torch.randint(0, nn_, (bb_, ll_, nn_), generator=g)
         d = torch.polar(
             0.9 * torch.rand(bb_, ll_, nn_, generator=g), torch.rand(bb_, ll_, nn_, generator=g)
         )
         b = torch.randn(bb_, ll_, nn_, dtype=torch.complex64, generator=g)
+        fns = {}
         for backend in ("sequential", "torch"):
             dd, bb = d.clone().requires_grad_(), b.clone().requires_grad_()
-            big[backend] = time_fn(
-                lambda backend=backend, p=p, dd=dd, bb=bb: _scan_step(backend, p, dd, bb),
-                warmup=1,
-                repeats=3,
-            ).median
-        ctx.record(
-            "fwd_bwd_time",
-            big["torch"],
-            "s",
-            baseline="sequential",
-            baseline_value=big["sequential"],
-            scan="torch",
-            N=nn_,
-            B=bb_,
-            L=ll_,
+            fns[backend] = lambda backend=backend, dd=dd, bb=bb: _scan_step(backend, p, dd, bb)
+        big = compare(fns, baseline="sequential", rounds=ctx.pick(smoke=2, quick=3, full=5))
+        _record_timing(
+            ctx, big, "torch", "fwd_bwd_time", "sequential", scan="torch", N=nn_, B=bb_, L=ll_
         )
         ctx.log(
-            f"  B={bb_} L={ll_} N={nn_}: sequential {big['sequential'] * 1e3:.0f} ms, torch parallel {big['torch'] * 1e3:.0f} ms"
+            f"  B={bb_} L={ll_} N={nn_}: sequential {big['sequential'].median * 1e3:.0f} ms, "
+            f"torch parallel {big['torch'].median * 1e3:.0f} ms"
         )
     plot_lines(
         sizes,
-        {k: [v * 1e3 for v in vs] for k, vs in times.items()},
+        {
+            **{k: [v * 1e3 for v in vs] for k, vs in times.items()},
+            **{k: [v * 1e3 for v in vs] for k, vs in layer_times.items()},
+        },
         ctx.path("scan_time.png"),
         xlabel="state size N",
-        ylabel="forward+backward time (ms)",
-        title=f"PD recurrence, B={batch}, L={length}, CPU 1 thread",
+        ylabel="forward+backward time (ms, median)",
+        title=f"PD recurrence and layer, B={batch}, L={length}, CPU 1 thread",
         logx=True,
         logy=True,
     )
     plot_lines(
-        sizes,
+        mem_sizes,
         memory,
         ctx.path("scan_memory.png"),
         xlabel="state size N",

@@ -68,7 +68,10 @@ class PDSSMLayer(nn.Module):
         backend: the :func:`pdssm.pd_scan` backend for ``"pd"``/``"diagonal"``.
 
     Shapes:
-        input (B, L, E) real → output (B, L, E) real.
+        input (B, L, E) real → output (B, L, E) real, in the dtype of the layer's parameters
+        (float32 by default, float64 after ``layer.double()``); any other input dtype, or
+        float16/bfloat16 parameters, is refused with a ``TypeError`` (the complex scan has no
+        half-precision path).
 
     Example:
         >>> import torch
@@ -203,6 +206,17 @@ class PDSSMLayer(nn.Module):
             )
         if u.dim() != 3 or u.shape[-1] != self.d_model:
             raise ValueError(f"u: expected shape (B, L, {self.d_model}), got {tuple(u.shape)}")
+        pdtype = self.B_re.dtype
+        if pdtype not in (torch.float32, torch.float64):
+            raise TypeError(
+                f"PDSSMLayer: the layer computes in float32 or float64 (complex64/complex128 "
+                f"states), but its parameters are {pdtype}; use layer.float() or layer.double()"
+            )
+        if u.dtype != pdtype:
+            raise TypeError(
+                f"u: expected the dtype of the layer's parameters ({pdtype}), got {u.dtype}; "
+                f"cast the input (u.to({pdtype})) or the layer (layer.to({u.dtype}))"
+            )
         x = self.states(u)
         features = self.dropout(torch.cat([x.real, x.imag], dim=-1)).to(u.dtype)
         if self.readout_kind == "linear":
@@ -262,6 +276,12 @@ class PDSSM(nn.Module):
             )
         if tokens.dim() != 2:
             raise ValueError(f"tokens: expected shape (B, L), got {tuple(tokens.shape)}")
+        vocab = self.embedding.num_embeddings
+        if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= vocab):
+            raise ValueError(
+                f"tokens: expected ids in [0, {vocab}) (vocab_size={vocab}), got values in "
+                f"[{int(tokens.min())}, {int(tokens.max())}]"
+            )
         h = self.embedding(tokens)
         for layer in self.layers:
             h = layer(h)

@@ -3,6 +3,11 @@
 AdamW, one-cycle schedule (linear warm-up, cosine decay), gradient clipping, fresh batches every
 step (the tasks are generated on the fly, as in the official code), loss and accuracy at the
 masked positions.
+
+The loop is our own (not ``neurips25_core.models.train``) because the official protocol needs a
+one-cycle schedule that spans a run trained in segments with evaluations in between; like the
+core loop it always trains: it runs under ``torch.enable_grad()`` and leaves inference mode, so
+an outer ``torch.no_grad()`` or ``torch.inference_mode()`` cannot silently turn training off.
 """
 
 from __future__ import annotations
@@ -41,7 +46,8 @@ class Trainer:
         warmup: fraction of steps spent warming up.
         grad_clip: gradient-norm clip.
         seed: seed of the batch stream.
-        progress: show a tqdm bar.
+        progress: show a progress bar (``neurips25_core.progress.progress_bar``; quiet off a
+            terminal).
         desc: the bar's label.
     """
 
@@ -73,13 +79,23 @@ class Trainer:
         self.losses: list[float] = []
 
     def run(self, n: int) -> float:
-        """Run ``n`` more steps (at most the remaining ones); return the seconds taken."""
-        from tqdm.auto import tqdm
+        """Run ``n`` more steps (at most the remaining ones); return the seconds taken.
+
+        Trains even inside ``torch.no_grad()`` or ``torch.inference_mode()``.
+        """
+        if torch.is_inference_mode_enabled():
+            with torch.inference_mode(False):
+                return self.run(n)
+        with torch.enable_grad():
+            return self._run(n)
+
+    def _run(self, n: int) -> float:
+        from neurips25_core.progress import progress_bar
 
         n = min(n, self.steps - len(self.losses))
         start = time.perf_counter()
         self.model.train()
-        bar = tqdm(range(n), desc=self.desc, disable=not self.progress, leave=False)
+        bar = progress_bar(range(n), desc=self.desc, enabled=self.progress, leave=False)
         for _ in bar:
             x, y, mask = self.task.sample(
                 self.batch_size, self.min_length, self.max_length, generator=self.gen
