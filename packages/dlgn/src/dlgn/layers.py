@@ -230,7 +230,9 @@ class LogicNet(nn.Sequential):
     ) -> LogicNet:
         """``len(widths)`` :class:`LogicLayer` s (``layer_kwargs`` passed to each) and a GroupSum.
 
-        The last width must be a multiple of ``num_classes``.
+        The last width must be a multiple of ``num_classes``. ``connections`` may be one wiring
+        for every layer or a list with one per layer (e.g. ``["random", "unique", "unique"]``
+        where the input has too few distinct pairs for a unique first layer).
         """
         widths = list(widths)
         if not widths:
@@ -242,7 +244,18 @@ class LogicNet(nn.Sequential):
                 f"got {widths[-1]}"
             )
         dims = [in_dim, *widths]
-        layers = [LogicLayer(dims[i], dims[i + 1], **layer_kwargs) for i in range(len(widths))]
+        wiring = layer_kwargs.pop("connections", "unique")
+        if isinstance(wiring, str):
+            wiring = [wiring] * len(widths)
+        wiring = list(wiring)
+        if len(wiring) != len(widths):
+            raise ValueError(
+                f"connections: expected one wiring or one per layer ({len(widths)}), got {wiring!r}"
+            )
+        layers = [
+            LogicLayer(dims[i], dims[i + 1], connections=wiring[i], **layer_kwargs)
+            for i in range(len(widths))
+        ]
         return cls(*layers, GroupSum(num_classes, tau))
 
     def __init__(self, *modules: nn.Module):
