@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from neurips25_core.bench import Context, Suite, compare, single_thread
 
-SUITE = Suite(name="qpalette", paper="Q-Palette: Fractional-Bit Quantizers Toward Optimal Bit Allocation for Efficient LLM Deployment", url="https://arxiv.org/abs/2509.20214")
+SUITE = Suite(
+    name="qpalette",
+    paper="Q-Palette: Fractional-Bit Quantizers Toward Optimal Bit Allocation for Efficient LLM Deployment",
+    url="https://arxiv.org/abs/2509.20214",
+)
 
 
 @SUITE.case("placeholder_speed", kind="speed")
