@@ -56,18 +56,20 @@ def _worker(rank: int, world_size: int, init_file: str, out_path: str, modes: tu
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
+    from neurips25_core.bench import single_thread
+
     dist.init_process_group(
         "gloo", init_method=f"file://{init_file}", rank=rank, world_size=world_size
     )
     try:
-        torch.set_num_threads(1)
         out = {}
-        for mode in modes:
-            net = _net(mode)
-            ddp = DistributedDataParallel(net)
-            per = BATCH // world_size
-            _steps(ddp, ddp.parameters(), slice(rank * per, (rank + 1) * per))
-            out[mode] = [p.detach().clone() for p in net.parameters()]
+        with single_thread():
+            for mode in modes:
+                net = _net(mode)
+                ddp = DistributedDataParallel(net)
+                per = BATCH // world_size
+                _steps(ddp, ddp.parameters(), slice(rank * per, (rank + 1) * per))
+                out[mode] = [p.detach().clone() for p in net.parameters()]
         if rank == 0:
             torch.save(out, out_path)
         dist.barrier()

@@ -26,6 +26,7 @@ Every case also runs at a smoke size (2 × 64 neurons, 20 steps).
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import importlib.util
 import json
 import statistics
@@ -63,10 +64,9 @@ def import_torchlogix_layers():
     spec = importlib.util.find_spec("torchlogix")
     if spec is None:
         return None
+    # An optional peer (the ``peers`` extra): imported by name, never a hard dependency.
     try:
-        import torchlogix.layers as layers
-
-        return layers
+        return importlib.import_module("torchlogix.layers")
     except SyntaxError:
         for name in [m for m in sys.modules if m == "torchlogix" or m.startswith("torchlogix.")]:
             del sys.modules[name]
@@ -74,9 +74,7 @@ def import_torchlogix_layers():
         pkg.__path__ = list(spec.submodule_search_locations)
         pkg.__spec__ = spec
         sys.modules["torchlogix"] = pkg
-        import torchlogix.layers as layers
-
-        return layers
+        return importlib.import_module("torchlogix.layers")
 
 
 def torchlogix_net(
