@@ -11,16 +11,17 @@ from andpro import Press
 from andpro.bench import ROWS_A, SUITE, bootstrap_ci, capture_qkv, continuation_bpb, make_press
 from andpro.metrics import attention_output_error
 from andpro.retrieval import (
-    COLON,
     KEYS,
     NOISE,
     SEP,
     VALUES,
     RetrievalTask,
-    retrieval_accuracy,
+    retrieval_correct,
     retrieval_model,
 )
 from transformers import LlamaConfig, LlamaForCausalLM
+
+from neurips25_core.testing import assert_close
 
 PKG = Path(__file__).resolve().parents[1]
 
@@ -76,40 +77,80 @@ def test_capture_and_full_budget_bpb():
     assert evicted != pytest.approx(full, rel=1e-6)
 
 
-def test_retrieval_task_and_accuracy_protocols():
-    task = RetrievalTask(context=96, n_pairs=6, guard=24)
+def test_mqar_task_layout():
+    task = RetrievalTask(context=96, n_items=6, guard=12)
     g = torch.Generator().manual_seed(0)
-    ctx, keys, values = task.contexts(3, g)
-    assert ctx.shape == (3, 96)
+    ctx, keys, vals = task.contexts(3, g)
+    assert ctx.shape == (3, 96) and vals.shape == (3, 6, 2)
     for b in range(3):
-        for key, val in zip(keys[b].tolist(), values[b].tolist()):
+        assert len(set(vals[b].flatten().tolist())) == 12  # value tokens distinct in a context
+        for key, (v, w) in zip(keys[b].tolist(), vals[b].tolist()):
             (pos,) = (ctx[b] == key).nonzero()[:, 0].tolist()
-            assert ctx[b, pos + 1] == val and pos + 1 < 96 - 24
-    assert ((ctx >= NOISE[0]) & (ctx < VALUES[1])).all()
+            assert ctx[b, pos + 1] == v and ctx[b, pos + 2] == w and 4 <= pos < 96 - 12 - 2
+    noise = ctx[(ctx < KEYS[0])]
+    assert ((noise >= NOISE[0]) & (noise < NOISE[1])).all()
     x, y = task.training_batch(2, 4, g)
-    assert x.shape == (2, 96 + 16 - 1)
-    answers = y[y != -100]
-    assert answers.numel() == 8 and ((answers >= VALUES[0]) & (answers < VALUES[1])).all()
-    assert (
-        (x[:, 96] == SEP).all()
-        and (x[:, 98] == COLON).all()
-        and ((x[:, 97] >= KEYS[0]) & (x[:, 97] < KEYS[1])).all()
-    )
+    assert x.shape == (2, 96 + 1 + 12 - 1) and (x[:, 96] == SEP).all()
+    targets = y[y != -100].view(2, 4, 2)
+    assert ((targets >= VALUES[0]) & (targets < VALUES[1])).all()
+    q = x[:, 97::3]
+    assert ((q >= KEYS[0]) & (q < KEYS[1])).all()
+    with pytest.raises(ValueError, match="n_items"):
+        RetrievalTask(context=40, n_items=20, guard=8)
+
+
+@pytest.mark.parametrize("aware", [True, False])
+@torch.no_grad()
+def test_shared_prefill_cache_equals_the_press_own_cache(aware):
+    from andpro.retrieval import _prompt_and_rest, compressed_cache, retrieval_correct_many
+
+    task = RetrievalTask(context=96, n_items=6, guard=12)
     model = retrieval_model().eval()
-    c, q, a = task.eval_batch(4, g)
-    for aware in (True, False):
-        full = retrieval_accuracy(model, c, q, a, None, aware)
-        same = retrieval_accuracy(
-            model, c, q, a, make_press("andpro", 96 + 2 if aware else 96), aware
-        )
-        assert 0.0 <= full <= 1.0 and same == full
-        assert (
-            0.0
-            <= retrieval_accuracy(model, c, q, a, make_press("snapkv_w32_max7", 40), aware)
-            <= 1.0
-        )
-    with pytest.raises(ValueError, match="n_pairs"):
-        RetrievalTask(context=40, n_pairs=20, guard=24).contexts(1, g)
+    c, q, a = task.eval_batch(3, torch.Generator().manual_seed(1))
+    prompt, rest = _prompt_and_rest(c, q, a, aware)
+    layers = capture_qkv(model, prompt)
+    for row in ("andpro", "attention", "snapkv_w32_max7", "streaming_llm", "random"):
+        press = make_press(row, 24, window=4)
+        built = compressed_cache(model, layers, press)
+        with press(model) as own:
+            model(prompt)
+            ref = model(rest, cache=own).logits
+            built.active = True
+            got = model(rest, cache=built).logits
+            built.active = False
+        for mine, theirs in zip(built.layers, own.layers):
+            # the press's cache also holds the `rest` tokens, appended after the compacted prompt
+            p = mine.valid.shape[-1]
+            assert torch.equal(mine.valid, theirs.valid[..., :p])
+            assert torch.equal(mine.positions, theirs.positions[..., :p])
+            assert_close(mine.keys, theirs.keys[..., :p, :], rtol=1e-6)
+            assert_close(mine.values, theirs.values[..., :p, :], rtol=1e-6)
+        assert_close(got, ref, rtol=1e-6)
+    full = retrieval_correct_many(
+        model, c, q, a, {"full": None, "same": make_press("andpro", 96, window=4)}, aware
+    )
+    assert torch.equal(full["full"], retrieval_correct(model, c, q, a, None, aware))
+    assert torch.equal(full["same"], full["full"])
+
+
+def test_retrieval_model_trains_and_is_cached(tmp_path, monkeypatch):
+    from andpro.retrieval import RECIPES, trained_retrieval_model
+
+    monkeypatch.setenv("NEURIPS25_CACHE", str(tmp_path))
+    r = RECIPES["smoke"]
+    task = RetrievalTask(**r["task"])
+    kw = dict(steps=3, batch_size=2, n_queries=2, eval_n=4, progress=False)
+    model, meta = trained_retrieval_model(task, **kw)
+    assert not meta["cached"] and np.isfinite(meta["final_loss"])
+    again, meta2 = trained_retrieval_model(task, **kw)
+    assert meta2["cached"] and meta2["key"] == meta["key"]
+    for p, p2 in zip(model.parameters(), again.parameters()):
+        assert torch.equal(p, p2)
+    _, meta3 = trained_retrieval_model(task, **{**kw, "steps": 4})
+    assert meta3["key"] != meta["key"]
+    with torch.no_grad():  # trains inside no_grad (the core's train enables grad)
+        _, meta4 = trained_retrieval_model(task, **{**kw, "lr": 1e-3})
+    assert not meta4["cached"] and np.isfinite(meta4["final_loss"])
 
 
 def test_gpu_script_toy(tmp_path):
@@ -126,15 +167,3 @@ def test_gpu_script_toy(tmp_path):
         assert errs["window_attention"] < 1e-5 and errs["andpro_scores"] < 1e-5
     for row in saved["timings"]:
         assert row["andpro_s"] > 0 and row["cache_bytes_compressed"] < row["cache_bytes_full"]
-
-
-def test_continue_training_updates_weights():
-    from andpro.retrieval import continue_training
-
-    task = RetrievalTask(context=64, n_pairs=4, guard=16)
-    model = retrieval_model()
-    before = model.model.layers[0].self_attn.q_proj.weight.detach().clone()
-    model, res = continue_training(model, task, 2, batch_size=2, n_queries=2, progress=False)
-    assert len(res.losses) == 2 and all(np.isfinite(res.losses))
-    assert not torch.equal(before, model.model.layers[0].self_attn.q_proj.weight)
-    assert not model.training

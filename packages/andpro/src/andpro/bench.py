@@ -4,16 +4,19 @@
   error of every layer's attention output after eviction, on the next 64 decoding queries and on
   the window queries, and the continuation's bits per byte with the press on; all scorers, budgets
   10/20/40 % (quick) of the context, several held-out windows (seeds), bootstrap 95 % CIs.
-- ``retrieval`` (quality B): answer accuracy on synthetic key-value retrieval with a tiny Llama
-  trained here, question-aware and question-agnostic.
+- ``retrieval`` (quality B): answer accuracy vs budget (2-40 % of the context) on multi-query
+  associative recall (:mod:`andpro.retrieval`) with a 2-layer Llama trained here until it
+  retrieves, question-aware and question-agnostic, bootstrap CIs over held-out contexts.
 - ``overhead`` (speed): scoring + selection time per layer vs that layer's prefill, on CPU.
+- ``prefill_decode`` (speed): model prefill with and without the press, a decode step, cache bytes.
+
+Every case runs in every mode (``smoke`` at a toy size, ``quick``, ``full``); speed ratios are
+interleaved medians from :func:`neurips25_core.bench.compare`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -28,7 +31,8 @@ from andpro.scorers import (
     SnapKVScorer,
     StreamingLLMScorer,
 )
-from neurips25_core.bench import Context, Suite, plot_lines, time_fn
+from neurips25_core.bench import Context, Suite, compare, plot_lines, single_thread
+from neurips25_core.progress import progress_bar
 
 SUITE = Suite(
     name="andpro",
@@ -36,22 +40,28 @@ SUITE = Suite(
     url="https://openreview.net/forum?id=Tdl89SZItB",
 )
 
-RESULTS = Path(__file__).resolve().parents[2] / "results"
 
+def make_press(row: str, budget, seed: int = 0, window: int | None = None) -> Press:
+    """The press for one benchmark row (AnDPro defaults: w=32, max-pool 7, chunks of 4, adaptive).
 
-def make_press(row: str, budget, seed: int = 0) -> Press:
-    """The press for one benchmark row (AnDPro defaults: w=32, max-pool 7, chunks of 4, adaptive)."""
-    official = dict(window=32, pool_kernel=7, chunk_size=4, sink_tokens=4)
-    token = dict(window=32, pool_kernel=7, chunk_size=1, sink_tokens=4)
+    SnapKV rows keep no sink tokens (as the official SnapKV and kvpress: only the window is
+    protected). KNorm, StreamingLLM and random keep AnDPro's 4 sinks and window and choose the rest,
+    so they differ from AnDPro in the choice only. ``window`` overrides every row's window (with
+    ``pool_kernel`` capped to it), for short contexts.
+    """
+    w = 32 if window is None else window
+    official = dict(window=w, pool_kernel=7, chunk_size=4, sink_tokens=4)
+    token = dict(window=w, pool_kernel=7, chunk_size=1, sink_tokens=4)
+    snap = dict(window=w, pool_kernel=7, chunk_size=1, sink_tokens=0)
     rows = {
         "andpro": (AnDProScorer(), official, "adaptive"),
         "attention": (AttentionScorer(), official, "adaptive"),
         "andpro_uniform": (AnDProScorer(), official, "uniform"),
         "attention_uniform": (AttentionScorer(), official, "uniform"),
-        "snapkv_w32_max7": (SnapKVScorer(pooling="max"), token, "uniform"),
+        "snapkv_w32_max7": (SnapKVScorer(pooling="max"), snap, "uniform"),
         "snapkv_kvpress": (
             SnapKVScorer(),
-            dict(window=64, pool_kernel=5, chunk_size=1, sink_tokens=4),
+            dict(window=64, pool_kernel=5, chunk_size=1, sink_tokens=0),
             "uniform",
         ),
         "knorm": (KNormScorer(), token, "uniform"),
@@ -76,65 +86,77 @@ ROWS_A = [
 ]
 
 
+#: Long-context fine-tune of the core's tiny Llama per mode: (sequence length, steps, batch size).
+LONG_CONTEXT = {"smoke": (96, 4, 2), "quick": (576, 200, 4), "full": (576, 200, 4)}
+
+
 def long_context_llama(
-    seq_len: int = 576, steps: int = 200, batch_size: int = 4, lr: float = 1e-3, progress=True
+    mode: str = "quick",
+    seq_len: int | None = None,
+    steps: int | None = None,
+    batch_size: int | None = None,
+    lr: float = 1e-3,
+    progress: bool = True,
 ):
-    """The core's cached tiny Llama (trained at 128 bytes), fine-tuned at ``seq_len`` bytes.
+    """The core's pretrained tiny Llama for ``mode``, fine-tuned at ``seq_len`` bytes, cached.
 
     The core model degrades past its 128-byte training context (bits/byte 2.2 at positions < 128,
     3.4 at 320-576), so quality A would measure eviction on a broken model. A short fine-tune at
-    ``seq_len`` fixes that; it is cached beside the core's checkpoints.
+    ``seq_len`` fixes that. It is cached through :func:`neurips25_core.models.cached_checkpoint`;
+    the key holds the base model's cache key, the corpus fingerprint and every argument of
+    :func:`neurips25_core.models.train` (:func:`~neurips25_core.models.train_arguments`).
+    ``smoke`` fine-tunes the core's toy model for a few steps (seconds on an empty cache).
+
+    Returns:
+        The model in eval mode, with ``model.neurips25_meta`` (``val_bpb``, ``seconds``, ``key``).
     """
-    import fcntl
-    import json
-
     from neurips25_core.data import stdlib_corpus
-    from neurips25_core.models import cache_dir, evaluate_bpb, pretrained_tiny_llama, train
+    from neurips25_core.models import (
+        cached_checkpoint,
+        evaluate_bpb,
+        pretrained_tiny_llama_for,
+        train,
+        train_arguments,
+    )
 
-    model = pretrained_tiny_llama(progress=progress)
+    d_len, d_steps, d_batch = LONG_CONTEXT[mode]
+    seq_len = d_len if seq_len is None else seq_len
+    steps = d_steps if steps is None else steps
+    batch_size = d_batch if batch_size is None else batch_size
+    model = pretrained_tiny_llama_for(mode, progress=progress)
+    base_key = model.neurips25_meta["key"]
     corpus = stdlib_corpus()
-    key = f"andpro_longctx-{model.neurips25_meta['key']}-{seq_len}-{steps}-{batch_size}-{lr}"
-    root = cache_dir()
-    weights, meta_path = root / f"{key}.pt", root / f"{key}.json"
-    with open(root / f"{key}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # concurrent callers wait instead of training twice
-        if weights.exists() and meta_path.exists():
-            model.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
-            meta = json.loads(meta_path.read_text())
-        else:
-            res = train(
-                model,
-                corpus,
-                steps,
-                lr=lr,
-                batch_size=batch_size,
-                seq_len=seq_len,
-                warmup=steps // 10,
-                progress=progress,
-                desc="andpro: fine-tune tiny llama at long context",
-            )
-            meta = {
-                "key": key,
-                "seconds": res.seconds,
-                "final_loss": sum(res.losses[-20:]) / 20,
-                "val_bpb": evaluate_bpb(model, corpus, seq_len=seq_len, num_batches=8),
-            }
-            torch.save(model.state_dict(), weights)
-            meta_path.write_text(json.dumps(meta, indent=2))
+    args = dict(
+        steps=steps, lr=lr, batch_size=batch_size, seq_len=seq_len, warmup=max(1, steps // 10)
+    )
+
+    def build():
+        res = train(model, corpus, progress=progress, desc="andpro: long-context fine-tune", **args)
+        tail = res.losses[-20:]
+        meta = {
+            "seconds": res.seconds,
+            "final_loss": sum(tail) / len(tail),
+            "val_bpb": evaluate_bpb(
+                model, corpus, seq_len=seq_len, num_batches=8 if mode != "smoke" else 1
+            ),
+        }
+        return model.state_dict(), meta
+
+    state, meta = cached_checkpoint(
+        "andpro_longctx",
+        {
+            "base_model": base_key,
+            "data": corpus.fingerprint,
+            "train": train_arguments(**args),
+            "version": 2,
+        },
+        build,
+    )
+    if meta["cached"]:
+        model.load_state_dict(state)
     model.eval()
     model.neurips25_meta = meta
     return model
-
-
-@contextlib.contextmanager
-def single_thread():
-    """Quality cases run many small ops: one intra-op thread avoids OpenMP spin-waits on a shared CPU."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
 
 
 def bootstrap_ci(x, n: int = 2000, seed: int = 0) -> tuple[float, float, float]:
@@ -250,19 +272,18 @@ def _attention_error(ctx: Context) -> None:
     from neurips25_core.data import stdlib_corpus
 
     torch.manual_seed(0)
-    model = long_context_llama()
-    ctx.log(f"model: core tiny Llama fine-tuned at 576 bytes, {model.neurips25_meta}")
+    model = long_context_llama(ctx.mode)
+    ctx.log(f"model: core tiny Llama fine-tuned at long context, {model.neurips25_meta}")
     corpus = stdlib_corpus()
-    context = 512
-    n_dec = 64
-    seeds = range(6 if ctx.quick else 24)
-    budgets = (0.1, 0.2, 0.4) if ctx.quick else (0.08, 0.1, 0.2, 0.4)
+    context = ctx.pick(smoke=64, quick=512, full=512)
+    n_dec = ctx.pick(smoke=16, quick=64, full=64)
+    seeds = range(ctx.pick(smoke=2, quick=6, full=24))
+    budgets = ctx.pick(smoke=(0.6, 0.8), quick=(0.1, 0.2, 0.4), full=(0.08, 0.1, 0.2, 0.4))
     val = corpus.val
-    from tqdm.auto import tqdm
 
     per_seed: dict[tuple[str, float], dict[str, list[float]]] = {}
     bpb_full = []
-    for seed in tqdm(seeds, desc="andpro quality A", leave=False):
+    for seed in progress_bar(seeds, desc="andpro quality A", leave=False):
         g = torch.Generator().manual_seed(1000 + seed)
         start = int(torch.randint(0, len(val) - context - n_dec - 1, (1,), generator=g))
         ids = val[start : start + context + n_dec].long()[None]
@@ -376,83 +397,140 @@ def _attention_error(ctx: Context) -> None:
     )
 
 
+#: Quality B rows (baseline first) and their labels.
+ROWS_B = {
+    "attention": "attention-only ablation",
+    "andpro": "AnDPro",
+    "snapkv_w32_max7": "SnapKV (max-pool 7, no sinks)",
+    "streaming_llm": "StreamingLLM (4 sinks + recent)",
+    "random": "random (4 sinks + window kept)",
+}
+#: Quality B observation window: 2 % of a 512-token context is 10 tokens, so the window (which
+#: holds the question when question-aware) is 4 tokens, for every row alike.
+WINDOW_B = 4
+
+
 @SUITE.case("retrieval", kind="quality")
 def retrieval(ctx: Context) -> None:
-    """Quality B: key-value retrieval accuracy vs budget (tiny Llama trained here)."""
-    with single_thread():
+    """Quality B: MQAR accuracy vs budget, five scorers, question-aware and -agnostic."""
+    with single_thread(), torch.no_grad():
         _retrieval(ctx)
 
 
 def _retrieval(ctx: Context) -> None:
-    from andpro.retrieval import RetrievalTask, load_or_train, retrieval_accuracy
-
-    model, info, task = load_or_train(
-        RESULTS / "retrieval_model.pt", RetrievalTask(), steps=3000, progress=True
+    from andpro.retrieval import (
+        RECIPES,
+        RetrievalTask,
+        retrieval_correct_many,
+        trained_retrieval_model,
     )
-    ctx.log(f"retrieval model: {info}")
-    n = 256 if ctx.quick else 1024
+
+    recipe = RECIPES[ctx.mode]
+    task = RetrievalTask(**recipe["task"])
+    model, meta = trained_retrieval_model(
+        task,
+        steps=recipe["steps"],
+        batch_size=recipe["batch_size"],
+        n_queries=recipe["n_queries"],
+    )
+    ctx.log(f"retrieval model: {meta}")
+    n = ctx.pick(smoke=16, quick=256, full=1024)
+    batch = ctx.pick(smoke=16, quick=64, full=64)
+    fractions = ctx.pick(
+        smoke=(0.2, 0.4), quick=(0.02, 0.05, 0.1, 0.2, 0.4), full=(0.02, 0.05, 0.1, 0.2, 0.4)
+    )
+    budgets = [int(f * task.context) for f in fractions]
     g = torch.Generator().manual_seed(4242)
     contexts, queries, answers = task.eval_batch(n, g)
-    rows = [
-        "attention",
-        "andpro",
-        "snapkv_w32_max7",
-        "knorm",
-        "streaming_llm",
-        "random",
-    ]  # baseline first
-    budgets = (40, 48, 64, 96)
-    series = {}
+    presses = {"full": None} | {
+        (row, b): make_press(row, b, window=WINDOW_B) for row in ROWS_B for b in budgets
+    }
+    lines = [
+        f"Quality B: MQAR, L={task.context}, {task.n_items} items, {n} held-out contexts "
+        f"(one query each), window {WINDOW_B}; accuracy [95 % bootstrap CI over contexts].\n"
+    ]
     for aware in (True, False):
         tag = "aware" if aware else "agnostic"
-        full = retrieval_accuracy(model, contexts, queries, answers, None, aware)
-        ctx.record(f"accuracy/{tag}/full_cache", full, "acc", lower_is_better=False, n=n)
-        for row in rows:
-            accs = []
-            for budget in budgets:
-                acc = float(
-                    np.mean(
-                        [
-                            retrieval_accuracy(
-                                model,
-                                contexts[i : i + 64],
-                                queries[i : i + 64],
-                                answers[i : i + 64],
-                                make_press(row, budget),
-                                aware,
-                            )
-                            for i in range(0, n, 64)
-                        ]
-                    )
-                )
-                accs.append(acc)
-                base = None
-                if row != "attention":
-                    base = series.get((tag, "attention"), [None] * len(budgets))[len(accs) - 1]
+        correct: dict = {k: [] for k in presses}
+        for i in progress_bar(range(0, n, batch), desc=f"andpro quality B ({tag})", leave=False):
+            sl = slice(i, i + batch)
+            res = retrieval_correct_many(
+                model, contexts[sl], queries[sl], answers[sl], presses, aware
+            )
+            for k, v in res.items():
+                correct[k].append(v.float())
+        acc = {k: torch.cat(v).numpy() for k, v in correct.items()}
+        full = bootstrap_ci(acc["full"])
+        ctx.record(
+            f"accuracy/{tag}/full_cache",
+            full[0],
+            "acc",
+            lower_is_better=False,
+            n=n,
+            ci95=f"[{full[1]:.3f},{full[2]:.3f}]",
+        )
+        stats = {k: bootstrap_ci(v) for k, v in acc.items() if k != "full"}
+        for row in ROWS_B:
+            for b in budgets:
+                m, lo, hi = stats[(row, b)]
+                base = None if row == "attention" else stats[("attention", b)][0]
                 ctx.record(
                     f"accuracy/{tag}/{row}",
-                    acc,
+                    m,
                     "acc",
                     baseline="attention-only ablation" if base is not None else None,
                     baseline_value=base,
                     lower_is_better=False,
-                    budget=budget,
+                    budget=f"{round(100 * b / task.context)}%={b}",
                     n=n,
+                    ci95=f"[{lo:.3f},{hi:.3f}]",
                 )
-            series[(tag, row)] = accs
+        for b in budgets:
+            diff = bootstrap_ci(acc[("andpro", b)] - acc[("attention", b)])
+            ctx.record(
+                f"paired_diff/{tag}/andpro-attention",
+                diff[0],
+                "acc",
+                lower_is_better=False,
+                budget=f"{round(100 * b / task.context)}%={b}",
+                ci95=f"[{diff[1]:.3f},{diff[2]:.3f}]",
+            )
+        head = " | ".join(f"{round(100 * b / task.context)} % ({b})" for b in budgets)
+        lines += [
+            f"\n### question-{tag} (full cache {full[0]:.3f} [{full[1]:.3f}, {full[2]:.3f}])\n",
+            f"| scorer | {head} |",
+            "|---|" + "---:|" * len(budgets),
+        ]
+        for row, label in ROWS_B.items():
+            cells = [
+                f"{stats[(row, b)][0]:.3f} [{stats[(row, b)][1]:.3f}, {stats[(row, b)][2]:.3f}]"
+                for b in budgets
+            ]
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
+        x = [100 * b / task.context for b in budgets]
         plot_lines(
-            list(budgets),
-            {r: series[(tag, r)] for r in rows} | {"full cache": [full] * len(budgets)},
+            x,
+            {ROWS_B[r]: [stats[(r, b)][0] for b in budgets] for r in ROWS_B}
+            | {"full cache": [full[0]] * len(budgets)},
             ctx.path(f"quality_b_{tag}.png"),
-            xlabel="budget (tokens per KV head)",
+            xlabel="budget (% of the context, tokens per KV head)",
             ylabel="answer accuracy",
-            title=f"KV retrieval, question-{tag}, L={task.context}, n={n}",
+            title=f"MQAR, question-{tag}, L={task.context}, n={n}, 95% CI",
+            logx=True,
+            errors={
+                ROWS_B[r]: [(stats[(r, b)][2] - stats[(r, b)][1]) / 2 for b in budgets]
+                for r in ROWS_B
+            },
         )
+    ctx.path("quality_b_table.md").write_text("\n".join(lines) + "\n")
     ctx.record(
-        "train_steps",
-        info.get("steps", 0),
-        "steps",
-        final_loss=round(info.get("final_loss", float("nan")), 4),
+        "retrieval_model/full_cache_accuracy_at_training",
+        meta["full_cache_accuracy"],
+        "acc",
+        lower_is_better=False,
+        steps=recipe["steps"],
+        train_seconds=round(meta["seconds"], 1),
+        cached=meta["cached"],
     )
 
 
@@ -466,52 +544,62 @@ def overhead(ctx: Context) -> None:
 def _overhead(ctx: Context) -> None:
     torch.manual_seed(0)
     hq, hkv, d = 8, 2, 64
-    lengths = (1024, 4096) if ctx.quick else (1024, 4096, 16384)
-    for length in lengths:
-        q = torch.randn(1, hq, length, d)
-        k = torch.randn(1, hkv, length, d)
-        v = torch.randn(1, hkv, length, d)
-        qw = q[:, :, -32:]
-        andpro = make_press("andpro", 0.2)
-        snap = make_press("snapkv_w32_max7", 0.2)
-        t_andpro = time_fn(lambda p=andpro, a=(qw, k, v): p.keep_mask(*a), min_time=0.3)
-        t_snap = time_fn(lambda p=snap, a=(qw, k, v): p.keep_mask(*a), min_time=0.3)
-        kr, vr = k.repeat_interleave(hq // hkv, 1), v.repeat_interleave(hq // hkv, 1)
-        t_prefill = time_fn(
-            lambda a=(q, kr, vr): torch.nn.functional.scaled_dot_product_attention(
-                *a, is_causal=True
+    for length in ctx.pick(smoke=(256,), quick=(1024, 4096), full=(1024, 4096, 16384)):
+        _overhead_at(ctx, length, hq, hkv, d)
+
+
+def _overhead_at(ctx: Context, length: int, hq: int, hkv: int, d: int) -> None:
+    q = torch.randn(1, hq, length, d)
+    k = torch.randn(1, hkv, length, d)
+    v = torch.randn(1, hkv, length, d)
+    qw = q[:, :, -32:]
+    andpro = make_press("andpro", 0.2)
+    snap = make_press("snapkv_w32_max7", 0.2)
+    kr, vr = k.repeat_interleave(hq // hkv, 1), v.repeat_interleave(hq // hkv, 1)
+    cmp = compare(
+        {
+            "snapkv score+select": lambda: snap.keep_mask(qw, k, v),
+            "andpro score+select": lambda: andpro.keep_mask(qw, k, v),
+            "causal SDPA prefill attention": lambda: (
+                torch.nn.functional.scaled_dot_product_attention(q, kr, vr, is_causal=True)
             ),
-            min_time=0.3,
-        )
-        ctx.record(
-            "score_select/andpro",
-            t_andpro.median,
-            "s",
-            baseline="snapkv score+select",
-            baseline_value=t_snap.median,
-            L=length,
-            H_q=hq,
-            H_kv=hkv,
-            d=d,
-        )
-        ctx.record(
-            "score_select/andpro_vs_prefill",
-            t_andpro.median,
-            "s",
-            baseline="causal SDPA prefill attention",
-            baseline_value=t_prefill.median,
-            L=length,
-            H_q=hq,
-            H_kv=hkv,
-            d=d,
-        )
+        },
+        baseline="snapkv score+select",
+        min_time=ctx.pick(smoke=0.05, quick=0.3, full=0.5),
+        min_rounds=ctx.pick(smoke=3, quick=5, full=9),
+    )
+    ctx.log(str(cmp))
+    cmp.record(ctx, "score_select_time", L=length, H_q=hq, H_kv=hkv, d=d, budget="20%")
+    pre = cmp["causal SDPA prefill attention"].median
+    ctx.record(
+        "score_select/andpro_vs_prefill",
+        cmp["andpro score+select"].median,
+        "s",
+        baseline="causal SDPA prefill attention",
+        baseline_value=pre,
+        L=length,
+        overhead=f"{100 * cmp['andpro score+select'].median / pre:.1f}%",
+    )
 
 
 @SUITE.case("prefill_decode", kind="speed")
 def prefill_decode(ctx: Context) -> None:
     """Speed: model prefill with vs without the press, a decode step and cache bytes after compression."""
-    with single_thread():
+    with single_thread(), torch.no_grad():
         _prefill_decode(ctx)
+
+
+def _undo_decode_step(cache) -> None:
+    """Drop the last appended token of every layer (a DynamicCache or a PressCache)."""
+    from andpro.cache import PressCache
+
+    if not isinstance(cache, PressCache):
+        cache.crop(-1)
+        return
+    for layer in cache.layers:
+        layer.keys, layer.values = layer.keys[..., :-1, :], layer.values[..., :-1, :]
+        layer.positions, layer.valid = layer.positions[..., :-1], layer.valid[..., :-1]
+        layer.logical_length -= 1
 
 
 def _prefill_decode(ctx: Context) -> None:
@@ -520,56 +608,61 @@ def _prefill_decode(ctx: Context) -> None:
     from neurips25_core.models import tiny_llama, tiny_llama_config
 
     torch.manual_seed(0)
-    length = 1024 if ctx.quick else 4096
+    length = ctx.pick(smoke=128, quick=1024, full=4096)
     config = tiny_llama_config(
         num_kv_heads=2, max_position_embeddings=length + 64, attn_implementation="sdpa"
     )
     model = tiny_llama(config).eval()
     ids = torch.randint(0, 256, (1, length))
     nxt = torch.randint(0, 256, (1, 1))
-    press = make_press("andpro", 0.2)
+    frac = ctx.pick(smoke=0.5, quick=0.2, full=0.2)  # smoke: 20 % of 128 is below the 36 protected
+    press = make_press("andpro", frac)
 
-    @torch.no_grad()
     def plain():
         cache = DynamicCache(config=model.config)
         model(ids, cache=cache)
         return cache
 
-    @torch.no_grad()
     def pressed():
-        with press(model) as cache:
-            model(ids, cache=cache)
+        with press(model):
+            return model(ids).cache
 
-    reps = 3 if ctx.quick else 7
-    t_plain = time_fn(plain, warmup=1, repeats=reps)
-    t_press = time_fn(pressed, warmup=1, repeats=reps)
-    ctx.record(
-        "prefill/with_press",
-        t_press.median,
-        "s",
+    kw = dict(min_time=ctx.pick(smoke=0.05, quick=0.3, full=1.0), min_rounds=ctx.pick(3, 5, 7))
+    cmp = compare(
+        {"prefill without press": plain, "prefill with press": pressed},
         baseline="prefill without press",
-        baseline_value=t_plain.median,
-        L=length,
-        budget="20%",
+        **kw,
     )
+    ctx.log(str(cmp))
+    cmp.record(ctx, "prefill_time", L=length, budget=f"{round(100 * frac)}%")
+
     full_cache = plain()
-    with torch.no_grad():
-        t_dec_full = _decode_step_median(model, full_cache, nxt, length)
-        with press(model) as cache:
-            model(ids, cache=cache)
-            mem = cache.memory()
-            t_dec_press = _decode_step_median(model, cache, nxt, length)
+    pos = torch.tensor([[length]])
+    with press(model):
+        press_cache = model(ids).cache
+    mem = press_cache.memory()
+
+    def step_full():
+        model(nxt, cache=full_cache, position_ids=pos)
+        _undo_decode_step(full_cache)
+
+    def step_press():
+        # The press context is entered per step (hooks registered and removed: a cost counted
+        # against the press), since the full-cache step must run outside it.
+        with press(model):
+            press_cache.active = True
+            model(nxt, cache=press_cache, position_ids=pos)
+            _undo_decode_step(press_cache)
+
+    cmp = compare(
+        {"decode step, full cache": step_full, "decode step, press cache": step_press},
+        baseline="decode step, full cache",
+        **kw,
+    )
+    ctx.log(str(cmp))
+    cmp.record(ctx, "decode_step_time", L=length, budget=f"{round(100 * frac)}%")
     full_bytes = sum(
         layer.keys.numel() * layer.keys.element_size() * 2 for layer in full_cache.layers
-    )
-    ctx.record(
-        "decode_step/with_press",
-        t_dec_press,
-        "s",
-        baseline="decode step, full cache",
-        baseline_value=t_dec_full,
-        L=length,
-        budget="20%",
     )
     ctx.record(
         "cache_bytes/with_press",
@@ -578,19 +671,6 @@ def _prefill_decode(ctx: Context) -> None:
         baseline="full cache",
         baseline_value=full_bytes,
         L=length,
-        budget="20%",
+        budget=f"{round(100 * frac)}%",
         padded_over_kept=round(mem["physical_slots"] / mem["kept_slots"], 3),
     )
-
-
-def _decode_step_median(model, cache, token, length: int, steps: int = 16) -> float:
-    """Median wall time of ``steps`` consecutive one-token decode steps on ``cache``."""
-    import time
-
-    times = []
-    for t in range(steps):
-        pos = torch.tensor([[length + t]])
-        start = time.perf_counter()
-        model(token, cache=cache, position_ids=pos)
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))

@@ -167,6 +167,10 @@ class PressCache(DynamicCache):
             )
         return super().update(key_states, value_states, layer_idx, *args, **kwargs)
 
+    def kept_counts_per_layer(self) -> list[list[list[int]]]:
+        """Per layer, the ``[B, H]`` kept-token counts as nested lists."""
+        return [layer.kept_counts().tolist() for layer in self.layers if layer.valid is not None]
+
     def memory(self) -> dict[str, int]:
         """Token counts: ``physical`` = sum over layers of B·H·P slots held, ``logical`` = valid slots."""
         phys = sum(layer.valid.numel() for layer in self.layers if layer.valid is not None)

@@ -32,9 +32,24 @@ def generate(
         ``[B, L + n]`` token ids, ``n <= max_new_tokens``.
 
     Example:
-        >>> ids = generate(
-        ...     model, prompt, Press(AnDProScorer(), budget=64), max_new_tokens=16
-        ... )  # doctest: +SKIP
+        >>> import torch
+        >>> from transformers import LlamaConfig, LlamaForCausalLM
+        >>> from andpro import AnDProScorer
+        >>> torch.manual_seed(0)  # doctest: +ELLIPSIS
+        <torch._C.Generator object at ...>
+        >>> config = LlamaConfig(
+        ...     hidden_size=32,
+        ...     num_hidden_layers=2,
+        ...     num_attention_heads=2,
+        ...     num_key_value_heads=1,
+        ...     intermediate_size=64,
+        ...     vocab_size=64,
+        ... )
+        >>> model = LlamaForCausalLM(config).eval()
+        >>> prompt = torch.randint(0, 64, (1, 100))
+        >>> out = generate(model, prompt, Press(AnDProScorer(), budget=48), max_new_tokens=5)
+        >>> out.shape
+        torch.Size([1, 105])
     """
     if (
         not isinstance(input_ids, torch.Tensor)

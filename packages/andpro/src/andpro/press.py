@@ -22,9 +22,11 @@ and the :class:`~andpro.cache.PressLayer` compacts them.
 from __future__ import annotations
 
 import contextlib
+import inspect
 from collections.abc import Iterator
 
 import torch
+from transformers import DynamicCache
 
 from andpro import attention as attn_mod
 from andpro.cache import PressCache
@@ -46,14 +48,32 @@ def _check_int(name: str, value, low: int) -> int:
     return value
 
 
-def _check_no_padding(model, args, kwargs):
-    mask = kwargs.get("attention_mask")
-    if isinstance(mask, torch.Tensor) and mask.dim() == 2 and not bool(mask.all()):
-        raise ValueError(
-            "attention_mask: padded batches are not supported by the press (scores and budgets would count pad "
-            "tokens); compress one unpadded prompt per row"
-        )
-    return None
+def _forward_arguments(module: torch.nn.Module) -> list[str]:
+    """Names of ``module.forward``'s positional parameters, in order (for positional arguments)."""
+    names = []
+    for p in inspect.signature(module.forward).parameters.values():
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            names.append(p.name)
+    return names
+
+
+def _check_mask(mask) -> None:
+    """Refuse any padding mask: scores, budgets and positions would count pad tokens."""
+    if mask is None:
+        return
+    if not isinstance(mask, torch.Tensor):
+        raise TypeError(f"attention_mask: expected a tensor or None, got {type(mask).__name__}")
+    if mask.dim() == 2:
+        if not bool(mask.bool().all()):
+            raise ValueError(
+                "attention_mask: padded batches are not supported by the press (scores, budgets and "
+                "positions would count pad tokens); compress one unpadded prompt per row"
+            )
+        return
+    raise ValueError(
+        f"attention_mask: the press builds its own per-head causal mask; got a {mask.dim()}-D mask "
+        "(pass none, or an all-ones [B, L] mask)"
+    )
 
 
 class Press:
@@ -73,11 +93,44 @@ class Press:
         sink_tokens: leading tokens always kept.
         head_budget: ``"adaptive"`` (one top-k across a layer's heads, no floor) or ``"uniform"``.
 
-    Inside the context, forward the model with the yielded cache (``cache=cache``) or with
-    ``use_cache=False``; any other cache raises ``TypeError``, and padded batches raise ``ValueError``.
+    Inside the context the model can be called as usual: ``model(ids)``, ``model.generate(ids)``,
+    ``model.model(ids)``. A forward that gets no cache (with caching on) or an empty
+    ``DynamicCache`` (what ``generate`` creates) gets a :class:`PressCache` in its place: the yielded
+    one while it is still empty, else a fresh one. The returned ``cache`` of the output is then
+    compressed, and ``generate`` decodes on the kept tokens. Passing the yielded cache explicitly
+    (``cache=cache``) works too; ``use_cache=False`` runs full attention and compresses nothing. A
+    non-empty foreign cache raises ``TypeError``; any padding mask (keyword or positional, through
+    the causal LM or its ``model.model``) raises ``ValueError``.
 
     Attributes:
-        stats: after a prefill, one dict per layer: ``length``, ``budget``, ``kept`` ([B, H] counts).
+        stats: one dict per compressed layer and prefill, in order: ``layer``, ``length``,
+            ``budget``, ``kept`` (``[B, H]`` counts).
+
+    Example:
+        >>> import torch
+        >>> from transformers import LlamaConfig, LlamaForCausalLM
+        >>> from andpro import AnDProScorer
+        >>> torch.manual_seed(0)  # doctest: +ELLIPSIS
+        <torch._C.Generator object at ...>
+        >>> config = LlamaConfig(
+        ...     hidden_size=32,
+        ...     num_hidden_layers=2,
+        ...     num_attention_heads=2,
+        ...     num_key_value_heads=1,
+        ...     intermediate_size=64,
+        ...     vocab_size=64,
+        ... )
+        >>> model = LlamaForCausalLM(config).eval()
+        >>> ids = torch.randint(0, 64, (1, 100))
+        >>> press = Press(AnDProScorer(), budget=48, head_budget="uniform")
+        >>> with torch.no_grad(), press(model):
+        ...     out = model.generate(ids, max_new_tokens=4, do_sample=False)
+        >>> out.shape, [s["kept"].tolist() for s in press.stats]
+        (torch.Size([1, 104]), [[[48]], [[48]]])
+        >>> with torch.no_grad(), press(model) as cache:  # the explicit form
+        ...     _ = model(ids, cache=cache)
+        ...     cache.get_seq_length(), cache.kept_counts_per_layer()
+        (100, [[[48]], [[48]]])
     """
 
     def __init__(
@@ -153,9 +206,7 @@ class Press:
                 f"model: attention implementation {impl!r} is not supported; use one of "
                 f"{attn_mod.SUPPORTED_IMPLEMENTATIONS} (attn_implementation=... when building the model)"
             )
-        decoder = (
-            model.get_decoder() if hasattr(model, "get_decoder") else getattr(model, "model", model)
-        )
+        decoder = Press._decoder(model)
         layers = getattr(decoder, "layers", None)
         if layers is None:
             raise ValueError(f"model: no decoder layers found on {type(model).__name__}")
@@ -164,6 +215,14 @@ class Press:
             if not hasattr(m, "layer_idx"):
                 raise ValueError(f"model: attention module {type(m).__name__} has no layer_idx")
         return modules
+
+    @staticmethod
+    def _decoder(model: torch.nn.Module) -> torch.nn.Module:
+        if hasattr(model, "get_decoder"):
+            decoder = model.get_decoder()
+            if decoder is not None:
+                return decoder
+        return getattr(model, "model", model)
 
     # ------------------------------------------------------------------------------------- the context
 
@@ -177,13 +236,22 @@ class Press:
         raw_impl = config._attn_implementation
         original_impl = raw_impl or "eager"
         cache = PressCache()
+        created: list[PressCache] = [cache]
         handles = []
         self.stats = []
         attn_mod.register()
         _REGISTRATIONS[0] += 1
         _ACTIVE_MODELS.add(id(model))
         try:
-            handles.append(model.register_forward_pre_hook(_check_no_padding, with_kwargs=True))
+            decoder = self._decoder(model)
+            hooked = [model] if decoder is model else [model, decoder]
+            for top in hooked:
+                handles.append(
+                    top.register_forward_pre_hook(
+                        self._make_model_pre_hook(top, cache, created, top is decoder),
+                        with_kwargs=True,
+                    )
+                )
             for module in modules:
                 handles.append(
                     module.register_forward_pre_hook(
@@ -195,7 +263,8 @@ class Press:
             cache.active = True
             yield cache
         finally:
-            cache.active = False
+            for c in created:
+                c.active = False
             config._attn_implementation = raw_impl
             for h in handles:
                 h.remove()
@@ -207,6 +276,60 @@ class Press:
                 from transformers import AttentionInterface
 
                 AttentionInterface._global_mapping.pop(attn_mod.ATTENTION_NAME, None)
+
+    def _make_model_pre_hook(
+        self, module: torch.nn.Module, cache: PressCache, created: list, is_decoder: bool
+    ):
+        """The pre-hook on the causal LM and its decoder: padding checks and cache substitution."""
+        names = _forward_arguments(module)
+
+        def get(args, kwargs, name):
+            if name in kwargs:
+                return kwargs[name]
+            if name in names and names.index(name) < len(args):
+                return args[names.index(name)]
+            return None
+
+        def pre_hook(mod, args, kwargs):
+            _check_mask(get(args, kwargs, "attention_mask"))
+            if not is_decoder:
+                return None
+            key = "cache" if "cache" in names else "past_key_values"
+            given = get(args, kwargs, key)
+            if given is None and key != "past_key_values":
+                given = kwargs.get("past_key_values")
+            use_cache = get(args, kwargs, "use_cache")
+            if use_cache is None:
+                use_cache = getattr(mod.config, "use_cache", True)
+            if isinstance(given, PressCache):
+                return None
+            if given is None and not use_cache:
+                return None
+            if given is not None and not (
+                type(given) is DynamicCache and given.get_seq_length() == 0
+            ):
+                raise TypeError(
+                    f"cache: inside a press context pass no cache, an empty DynamicCache or the "
+                    f"PressCache it yields; got a {type(given).__name__} holding "
+                    f"{given.get_seq_length()} tokens"
+                )
+            if cache.get_seq_length() == 0 and not any(
+                layer.is_initialized for layer in cache.layers
+            ):
+                target = cache
+            else:
+                target = PressCache()
+                target.active = True
+                created.append(target)
+            args = list(args)
+            if key in names and names.index(key) < len(args):
+                args[names.index(key)] = target
+            else:
+                kwargs[key] = target
+            kwargs.pop("past_key_values" if key != "past_key_values" else "_unused", None)
+            return tuple(args), kwargs
+
+        return pre_hook
 
     def _make_pre_hook(self, impl: str):
         def pre_hook(module, args, kwargs):

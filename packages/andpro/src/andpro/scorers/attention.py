@@ -11,10 +11,16 @@ __all__ = ["AttentionScorer"]
 
 
 class AttentionScorer(Scorer):
-    """``s_j = sum_i a_ij`` with AnDPro's window, max-pooling, chunks and head allocation.
+    """``s_j = sum_i pool(a_i)_j`` with AnDPro's window, max-pooling, chunks and head allocation.
 
-    Only the scoring rule differs from :class:`~andpro.scorers.AnDProScorer` (the key ablation; with
-    adaptive heads it is Ada-SnapKV with max-pooling and chunks).
+    Only the scoring rule differs from :class:`~andpro.scorers.AnDProScorer`: the key ablation of the
+    official code (its attention-only score). Each window query's attention row ``a_i`` over the
+    keys is max-pooled along keys first (per query head and per query), then the pooled rows are
+    summed over the window queries, summed over chunks of ``chunk_size`` and over the GQA group.
+    This is **not** SnapKV / Ada-SnapKV, which average the window queries' rows first and pool the
+    mean (average pooling, GQA mean; see :class:`~andpro.scorers.SnapKVScorer`): pooling each row
+    before the sum lets one sharply attended key spread to its neighbours per query, and a max of
+    sums is not a sum of maxes. With ``head_budget="adaptive"`` the heads share one top-k, as in AdaKV.
 
     Args:
         pooling: ``"max"`` (default) or ``"avg"``.
