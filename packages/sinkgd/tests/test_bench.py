@@ -136,7 +136,7 @@ def test_sweep_extends_an_edge_best_and_runs_every_seed_at_the_best():
     assert len(runs) == len(calls) == len(set(calls))
 
 
-@pytest.mark.parametrize("mode", ["smoke", "quick", "full"])
+@pytest.mark.parametrize("mode", ["quick", "full"])
 def test_quality_case_aggregates_runs(mode, tmp_path, monkeypatch):
     """The quality case's sweep/seed/tokens-to-target bookkeeping, with training replaced by curves."""
     import sinkgd.bench as bench
