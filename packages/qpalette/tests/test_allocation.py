@@ -56,7 +56,7 @@ def test_memory_milp_and_dp_match_brute_force():
         budget = bits * sum(r * c for r, c in shapes.values()) / 8
         best = None
         for combo in itertools.product(TABLE, repeat=4):
-            mem = sum(storage_bytes(q, shapes[n]) for q, n in zip(combo, names))
+            mem = sum(storage_bytes(q, shapes[n], codebook=False) for q, n in zip(combo, names))
             if mem <= budget:
                 obj = sum(sens[n] * TABLE[q] for q, n in zip(combo, names))
                 best = obj if best is None else min(best, obj)
@@ -64,7 +64,7 @@ def test_memory_milp_and_dp_match_brute_force():
             assign, _ = solve_memory_msq(sens, shapes, bits, TABLE, method=method)
             obj = sum(sens[n] * TABLE[assign[n]] for n in names)
             assert abs(obj - best) < 1e-9, (method, trial)
-            assert sum(storage_bytes(assign[n], shapes[n]) for n in names) <= budget
+            assert sum(storage_bytes(assign[n], shapes[n], False) for n in names) <= budget
     with pytest.raises(ValueError, match="infeasible"):
         solve_memory_msq(sens, shapes, 1.5, TABLE)
     with pytest.raises(ValueError, match="method"):

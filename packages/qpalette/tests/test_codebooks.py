@@ -24,7 +24,7 @@ from qpalette.rotation import (
 from neurips25_core.testing import assert_close
 
 
-@pytest.mark.parametrize("bits,mse", [(1, 0.3634), (2, 0.1175), (3, 0.03454), (4, 0.009497)])
+@pytest.mark.parametrize(("bits", "mse"), [(1, 0.3634), (2, 0.1175), (3, 0.03454), (4, 0.009497)])
 def test_lloyd_max_mse_matches_the_known_values(bits, mse):
     levels = lloyd_max_gaussian(bits)
     assert levels.shape == (2**bits,)

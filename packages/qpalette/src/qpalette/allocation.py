@@ -195,8 +195,8 @@ def solve_memory_msq(
 ) -> tuple[dict[str, QuantizerSpec], list[tuple[str, ...]]]:
     """Memory MSQ: min Σ a_l e(q_l) s.t. Σ bytes(q_l) <= (bits/16)·(fp16 bytes).
 
-    bytes(q) = codes + fp16 codebook (the official accounting; row scales and signs are reported
-    separately). ``method="dp"`` solves it exactly by dynamic programming over bytes.
+    bytes(q) = the codes (codebooks are shared data-free constants, stored once per model; row
+    scales and signs are reported separately, as in the official accounting). ``method="dp"`` solves it exactly by dynamic programming over bytes.
 
     Args:
         sensitivities: name -> a_l.
@@ -220,7 +220,7 @@ def solve_memory_msq(
         opts = []
         for q in palette:
             try:
-                opts.append((q, storage_bytes(q, shapes[name])))
+                opts.append((q, storage_bytes(q, shapes[name], codebook=False)))
             except ValueError:
                 continue  # the shape does not fit this quantizer (e.g. half-TCQ on d_in/2 % 16)
         if not opts:
@@ -348,7 +348,7 @@ def solve_latency_msq(
             shape = (sum(shapes[m][0] for m in members), ins.pop())
             for q in palette:
                 try:
-                    nbytes = storage_bytes(q, shape)
+                    nbytes = storage_bytes(q, shape, codebook=False)
                 except ValueError:
                     continue
                 lat = latency(q, shape)

@@ -75,7 +75,7 @@ def nf_levels(bits: int, offset: float = 0.9677083) -> tuple[float, ...]:
     half = 2 ** (bits - 1)
     pos = norm.ppf(torch.linspace(offset, 0.5, half + 1)[:-1].double().numpy()).tolist()
     neg = (-norm.ppf(torch.linspace(offset, 0.5, half)[:-1].double().numpy())).tolist()
-    v = sorted(pos + [0.0] + neg)
+    v = sorted([*pos, 0.0, *neg])
     m = max(abs(x) for x in v)
     return tuple(x / m for x in v)
 

@@ -271,7 +271,7 @@ def viterbi_tailbiting(
     Returns:
         (B, T) int64 states, circularly consistent (so they pack into T·KV bits).
     """
-    B, T, _ = X.shape
+    _B, T, _ = X.shape
     h = T // 2
     rolled = torch.roll(X, shifts=-h, dims=1)  # rolled[t] = X[(t + h) % T]
     first = viterbi(rolled, lut, L, KV, chunk_bytes=chunk_bytes)
@@ -399,8 +399,11 @@ def _check_shape(shape: Sequence[int], spec: QuantizerSpec) -> None:
         raise ValueError(f"weight: vq needs an even d_in, got {k}")
 
 
-def storage_bytes(spec: QuantizerSpec | str, shape: Sequence[int]) -> int:
-    """Bytes stored for a (d_out, d_in) matrix: codes + fp16 codebook (row scales excluded).
+def storage_bytes(spec: QuantizerSpec | str, shape: Sequence[int], codebook: bool = True) -> int:
+    """Bytes stored for a (d_out, d_in) matrix: codes (+ the fp16 codebook); row scales excluded.
+
+    The codebooks are data-free constants shared by every layer using them, so a model stores
+    each distinct one once; the solvers therefore constrain the codes (``codebook=False``).
 
     Example:
         >>> storage_bytes("tcq-2", (128, 128)), storage_bytes("nuq-4", (128, 128))
@@ -411,16 +414,13 @@ def storage_bytes(spec: QuantizerSpec | str, shape: Sequence[int]) -> int:
     if spec.kind == "tcq":
         kv = spec.kv
         tiles = (n // TILE) * (k // TILE)
-        if spec.half:
-            code_bits = tiles // 2 * T_PAIRS * (kv[0] + kv[1])
-        else:
-            code_bits = tiles * T_PAIRS * kv[0]
+        code_bits = tiles // 2 * T_PAIRS * (kv[0] + kv[1]) if spec.half else tiles * T_PAIRS * kv[0]
         code_bytes = code_bits // 8
     elif spec.kind == "nuq":
         code_bytes = n * -(-k // 32) * round(spec.bits) * 4
     else:
         code_bytes = n * -(-(k // 2) // 32) * round(2 * spec.bits) * 4
-    return code_bytes + 2 * spec.codebook_numel()
+    return code_bytes + (2 * spec.codebook_numel() if codebook else 0)
 
 
 @dataclasses.dataclass
