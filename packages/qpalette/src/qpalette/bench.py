@@ -92,7 +92,15 @@ def _stored_bits(model, names) -> tuple[float, float]:
 
 @SUITE.case("quality", kind="quality")
 def quality(ctx: Context) -> None:
-    """Bits/byte of every method at each budget on the cached tiny Llama (all 28 projections)."""
+    """Bits/byte of every method at each budget on the cached tiny Llama (all 28 projections).
+
+    Runs on one thread: on the shared 2-core machine, two threads made training ~15x slower.
+    """
+    with single_thread():
+        _quality(ctx)
+
+
+def _quality(ctx: Context) -> None:
     import copy
 
     from neurips25_core.data import stdlib_corpus
