@@ -11,10 +11,13 @@ from andpro import Press
 from andpro.bench import ROWS_A, SUITE, bootstrap_ci, capture_qkv, continuation_bpb, make_press
 from andpro.metrics import attention_output_error
 from andpro.retrieval import (
-    KEYS,
+    ANSWER_V,
+    ANSWER_W,
+    ITEM_A,
+    ITEM_B,
     NOISE,
+    QUERY,
     SEP,
-    VALUES,
     RetrievalTask,
     retrieval_correct,
     retrieval_model,
@@ -83,18 +86,25 @@ def test_mqar_task_layout():
     ctx, keys, vals = task.contexts(3, g)
     assert ctx.shape == (3, 96) and vals.shape == (3, 6, 2)
     for b in range(3):
-        assert len(set(vals[b].flatten().tolist())) == 12  # value tokens distinct in a context
+        assert len(set(keys[b].tolist())) == 6 and len(set(vals[b, :, 0].tolist())) == 6
         for key, (v, w) in zip(keys[b].tolist(), vals[b].tolist()):
-            (pos,) = (ctx[b] == key).nonzero()[:, 0].tolist()
-            assert ctx[b, pos + 1] == v and ctx[b, pos + 2] == w and 4 <= pos < 96 - 12 - 2
-    noise = ctx[(ctx < KEYS[0])]
+            (pos,) = (ctx[b] == ITEM_A + 16 * key + v).nonzero()[:, 0].tolist()
+            assert ctx[b, pos + 1] == ITEM_B + 16 * v + w and 4 <= pos < 96 - 12 - 1
+    noise = ctx[ctx < ITEM_A]
     assert ((noise >= NOISE[0]) & (noise < NOISE[1])).all()
     x, y = task.training_batch(2, 4, g)
     assert x.shape == (2, 96 + 1 + 12 - 1) and (x[:, 96] == SEP).all()
     targets = y[y != -100].view(2, 4, 2)
-    assert ((targets >= VALUES[0]) & (targets < VALUES[1])).all()
+    assert ((targets[..., 0] >= ANSWER_V[0]) & (targets[..., 0] < ANSWER_V[1])).all()
+    assert ((targets[..., 1] >= ANSWER_W[0]) & (targets[..., 1] < ANSWER_W[1])).all()
     q = x[:, 97::3]
-    assert ((q >= KEYS[0]) & (q < KEYS[1])).all()
+    assert ((q >= QUERY[0]) & (q < QUERY[1])).all()
+    # the answer follows from the context: the item token of the asked key holds the first
+    # value, the next item token holds the second
+    c, qq, a = task.eval_batch(4, g)
+    for b in range(4):
+        k, v, w = int(qq[b]) - QUERY[0], int(a[b, 0]) - ANSWER_V[0], int(a[b, 1]) - ANSWER_W[0]
+        assert (c[b] == ITEM_A + 16 * k + v).sum() == 1 and (c[b] == ITEM_B + 16 * v + w).sum() == 1
     with pytest.raises(ValueError, match="n_items"):
         RetrievalTask(context=40, n_items=20, guard=8)
 
@@ -133,24 +143,29 @@ def test_shared_prefill_cache_equals_the_press_own_cache(aware):
     assert torch.equal(full["same"], full["full"])
 
 
-def test_retrieval_model_trains_and_is_cached(tmp_path, monkeypatch):
-    from andpro.retrieval import RECIPES, trained_retrieval_model
+def test_retrieval_model_trains_and_is_cached(tmp_path):
+    from andpro.retrieval import trained_retrieval_model
 
-    monkeypatch.setenv("NEURIPS25_CACHE", str(tmp_path))
-    r = RECIPES["smoke"]
-    task = RetrievalTask(**r["task"])
-    kw = dict(steps=3, batch_size=2, n_queries=2, eval_n=4, progress=False)
-    model, meta = trained_retrieval_model(task, **kw)
-    assert not meta["cached"] and np.isfinite(meta["final_loss"])
-    again, meta2 = trained_retrieval_model(task, **kw)
+    task = dict(context=48, n_items=3, guard=8)
+    stages = [(task, dict(steps=3, batch_size=2)), (task, dict(steps=2, batch_size=2))]
+    kw = dict(eval_n=4, progress=False, root=tmp_path)
+    model, t, meta = trained_retrieval_model(stages, **kw)
+    assert not meta["cached"] and np.isfinite(meta["final_loss"]) and t.context == 48
+    assert set(meta["full_cache_accuracy"]) == {"aware", "agnostic"}
+    again, _, meta2 = trained_retrieval_model(stages, **kw)
     assert meta2["cached"] and meta2["key"] == meta["key"]
     for p, p2 in zip(model.parameters(), again.parameters()):
         assert torch.equal(p, p2)
-    _, meta3 = trained_retrieval_model(task, **{**kw, "steps": 4})
+    changed = [stages[0], (task, dict(steps=2, batch_size=2, weight_decay=0.1))]
+    _, _, meta3 = trained_retrieval_model(changed, **kw)
     assert meta3["key"] != meta["key"]
     with torch.no_grad():  # trains inside no_grad (the core's train enables grad)
-        _, meta4 = trained_retrieval_model(task, **{**kw, "lr": 1e-3})
+        fresh = [(task, dict(steps=2, batch_size=2, lr=1e-3))]
+        trained, _, meta4 = trained_retrieval_model(fresh, **kw)
     assert not meta4["cached"] and np.isfinite(meta4["final_loss"])
+    assert not torch.equal(
+        trained.model.embed_tokens.weight, retrieval_model().model.embed_tokens.weight
+    )
 
 
 def test_gpu_script_toy(tmp_path):
