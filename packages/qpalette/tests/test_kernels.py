@@ -2,10 +2,10 @@
 
 import pytest
 import torch
-from neurips25_core.testing import assert_close
-
 from qpalette.bench import random_quantized
 from qpalette.ops import qmatmul
+
+from neurips25_core.testing import assert_close
 
 triton = pytest.importorskip("triton", reason="triton is not installed (Linux only)")
 
@@ -35,3 +35,16 @@ def test_qmatmul_checks_inputs():
         qmatmul(torch.randn(1, 64), qm, backend="cuda")
     with pytest.raises(ValueError, match="last dim"):
         qmatmul(torch.randn(1, 32), qm)
+
+
+def test_gpu_benchmark_toy(tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "benchmarks" / "gpu.py"
+    spec = importlib.util.spec_from_file_location("qpalette_gpu_bench", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    res = mod.main(["--toy", "--out", str(tmp_path / "gpu.json")])
+    assert res["correctness"] and all(r["rel_err"] <= 1e-4 for r in res["correctness"])
+    assert res["fused"] and res["fused"][0]["rel_err"] <= 1e-5 and (tmp_path / "gpu.json").exists()
