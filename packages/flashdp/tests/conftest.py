@@ -1,0 +1,14 @@
+"""Shared settings for the flashdp tests."""
+
+from __future__ import annotations
+
+import pytest
+
+from neurips25_core.bench import single_thread
+
+
+@pytest.fixture(autouse=True)
+def _single_thread():
+    """Tiny tensors on a shared 2-core machine: one intra-op thread, restored afterwards."""
+    with single_thread():
+        yield
