@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from dlgn import gate_table, gumbel_st, relaxed_gates
-from dlgn.functional import GATE_NAMES, truth_table
+from dlgn.functional import GATE_NAMES, gumbel_noise, truth_table
 from dlgn.packed import packed_layer
 from dlgn.reference import bernoulli_expectation, gate, gumbel_st_grad
 from scipy.stats import chisquare
@@ -92,11 +92,7 @@ def test_gumbel_st_grad_is_the_analytic_formula():
     w = gumbel_st(z, tau, torch.Generator().manual_seed(11))
     (w * upstream).sum().backward()
     # Recover the same noise from the same generator state.
-    noise = (
-        -torch.empty(7, 16, dtype=torch.float64)
-        .exponential_(generator=torch.Generator().manual_seed(11))
-        .log()
-    )
+    noise = gumbel_noise((7, 16), torch.Generator().manual_seed(11), torch.float64)
     assert torch.equal(w, onehot((z.detach() + noise).argmax(-1)))
     assert_close(z.grad, gumbel_st_grad(upstream, z.detach(), noise, tau), rtol=1e-12)
 
@@ -114,7 +110,7 @@ def test_gumbel_st_gradcheck_with_fixed_noise():
     # With the noise fixed, the backward is the exact gradient of the surrogate softmax((z+g)/τ).
     g = torch.Generator().manual_seed(5)
     z = torch.randn(3, 16, dtype=torch.float64, generator=g, requires_grad=True)
-    noise = -torch.empty(3, 16, dtype=torch.float64).exponential_(generator=g).log()
+    noise = gumbel_noise((3, 16), g, torch.float64)
     up = torch.randn(3, 16, dtype=torch.float64, generator=g)
     (gumbel_st(z, 1.5, noise=noise) * up).sum().backward()
     zz = z.detach().requires_grad_(True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from dlgn import GroupSum, LogicLayer, LogicNet, logic_layer
-from dlgn.functional import random_connections, unique_connections
+from dlgn.functional import gumbel_noise, random_connections, unique_connections
 from dlgn.reference import dense_layer, gumbel_st_grad
 
 from neurips25_core.testing import assert_close, check_forward_backward
@@ -65,11 +65,7 @@ def test_gumbel_layer_grads_equal_analytic_st():
     x = torch.rand(6, 10, dtype=torch.float64, requires_grad=True)
     up = torch.randn(6, 8, dtype=torch.float64)
     (layer(x) * up).sum().backward()
-    noise = (
-        -torch.empty(8, 16, dtype=torch.float64)
-        .exponential_(generator=torch.Generator().manual_seed(7))
-        .log()
-    )
+    noise = gumbel_noise((8, 16), torch.Generator().manual_seed(7), torch.float64)
     z = layer.weight.detach()
     hard = torch.nn.functional.one_hot((z + noise).argmax(-1), 16).double()
     # dL/dw of the dense layer at the sampled one-hot weights, then the ST formula.

@@ -127,14 +127,19 @@ def gumbel_noise(
     dtype: torch.dtype = torch.float32,
     device: str | torch.device = "cpu",
 ) -> torch.Tensor:
-    """Standard Gumbel(0, 1) samples ``-log(E)``, ``E ~ Exp(1)`` (never infinite).
+    """Standard Gumbel(0, 1) samples ``-log(-log U)``, ``U ~ Uniform(0, 1)`` (always finite).
+
+    ``torch.rand`` plus two logs is ~10× faster on CPU than ``Tensor.exponential_`` with a
+    generator (which dominated a GLGN step at 3 × 4000 neurons).
 
     Example:
         >>> gumbel_noise((2, 16), torch.Generator().manual_seed(0)).shape
         torch.Size([2, 16])
     """
-    e = torch.empty(shape, dtype=dtype, device=device).exponential_(generator=generator)
-    return -e.log()
+    u = torch.rand(shape, generator=generator, dtype=dtype, device=device)
+    tiny = torch.finfo(dtype).tiny
+    e = (-torch.log(u.clamp_(min=tiny))).clamp_(min=tiny)  # Exp(1), > 0
+    return -torch.log(e)
 
 
 class _GumbelST(torch.autograd.Function):
