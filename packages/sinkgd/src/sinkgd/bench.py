@@ -424,20 +424,31 @@ def quality(ctx: Context) -> None:
             )
     _write_sweep_table(ctx, rows, best, summary, steps * batch_size * seq_len)
 
-    # plots: the swept grid (mean final loss vs lr) and the curves at each arm's best lr
+    # plots: the swept grid at seed 0 (what the choice of lr compares) and, per arm, its best lr's
+    # mean ± std over every seed
     lr_arms = [n for n in best if n != "sgd"]
     lrs = sorted({lr for n, lr in rows if n in lr_arms})
     sweep_series, sweep_err = {}, {}
     for name in lr_arms:
-        stats = [_row_stats(rows.get((name, lr), [])) for lr in lrs]
-        sweep_series[ARM_LABELS[name]] = [m for m, _ in stats]
-        sweep_err[ARM_LABELS[name]] = [0.0 if math.isnan(sd) else sd for _, sd in stats]
+        label = ARM_LABELS[name]
+        seed0 = []
+        for lr in lrs:
+            r0 = [r for r in rows.get((name, lr), []) if r["seed"] == seeds[0]]
+            seed0.append(r0[0]["val_loss"] if r0 and not r0[0]["diverged"] else float("nan"))
+        sweep_series[f"{label}, seed {seeds[0]}"] = seed0
+        mean, sd = _row_stats(rows[(name, best[name])])
+        sweep_series[f"{label}, best lr, mean of {len(rows[(name, best[name])])}"] = [
+            mean if lr == best[name] else float("nan") for lr in lrs
+        ]
+        sweep_err[f"{label}, best lr, mean of {len(rows[(name, best[name])])}"] = [
+            (0.0 if math.isnan(sd) else sd) if lr == best[name] else 0.0 for lr in lrs
+        ]
     plot_lines(
         lrs,
         sweep_series,
         ctx.path("quality_lr_sweep.png"),
         xlabel="learning rate (SinkGD/SWAN/Muon: the matrix lr)",
-        ylabel="final validation loss (nats/byte), mean ± std over seeds",
+        ylabel="final validation loss (nats/byte)",
         title=f"LR sweep, {steps} steps ({ctx.mode})",
         logx=True,
         errors=sweep_err,
