@@ -99,3 +99,17 @@ def test_lm_trains():
         losses.append(loss.item())
     assert all(torch.isfinite(torch.tensor(losses)))
     assert losses[-1] < 0.7 * losses[0], losses
+
+
+@pytest.mark.parametrize("bad", [256, 1000, -1])
+def test_lm_refuses_out_of_vocabulary_ids(bad):
+    lm = mLSTMLM(d_model=16, num_layers=1, num_heads=2, chunk_size=16)
+    ids = torch.tensor([[1, 2, bad]])
+    with pytest.raises(
+        ValueError, match=r"input_ids: expected ids in \[0, 256\) \(vocab_size=256\)"
+    ):
+        lm(ids)
+    with pytest.raises(TypeError, match="input_ids: expected an int32/int64 tensor"):
+        lm(ids.float())
+    with pytest.raises(ValueError, match="states: expected one state per layer"):
+        lm(ids.clamp(0, 255), states=[], return_state=True)

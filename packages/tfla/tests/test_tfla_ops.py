@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import tfla
 import torch
+from tfla.ops import _exact_last_state
 from tfla.reference import mlstm_recurrent
 
 from neurips25_core.device import triton_usable
@@ -43,9 +44,12 @@ def test_backends_match_reference_with_states(make_inputs, backend, detach):
         )
 
     def ref(q, k, v, i, f, c0, n0, m0):
-        return mlstm_recurrent(
+        # The float64 recurrence, with the exact gradient through the returned m (the wrapper
+        # every backend gets; it is checked against finite differences below).
+        h, state = mlstm_recurrent(
             q, k, v, i, f, c0=c0, n0=n0, m0=m0, return_last_state=True, detach_denominator=detach
         )
+        return h, _exact_last_state(i, f, m0, state)
 
     check_forward_backward(fn, ref, xs, rtol=1e-5, names=names)
 
@@ -118,7 +122,20 @@ BAD = [
     (dict(chunk_size=24), ValueError, "chunk_size: expected a power of two >= 16"),
     (dict(chunk_size=8), ValueError, "chunk_size: expected a power of two >= 16"),
     (dict(chunk_size=16.0), TypeError, "chunk_size: expected an int"),
-    (dict(eps=-1.0), ValueError, "eps: expected a float >= 0"),
+    (dict(eps=-1.0), ValueError, "eps: expected a finite float >= 0"),
+    (dict(eps=float("inf")), ValueError, "eps: expected a finite float >= 0"),
+    (dict(eps=float("nan")), ValueError, "eps: expected a finite float >= 0"),
+    (dict(qk_scale=0.0), ValueError, "qk_scale: expected None or a finite float > 0"),
+    (dict(qk_scale=float("inf")), ValueError, "qk_scale: expected None or a finite float > 0"),
+    (dict(i=torch.randn(1, 2, 8, dtype=torch.float64)), TypeError, "i: expected the dtype of q"),
+    (dict(f=torch.randn(1, 2, 8).half()), TypeError, "f: expected the dtype of q"),
+    (
+        dict(c0=torch.randn(1, 2, 4, 3, dtype=torch.float64)),
+        TypeError,
+        r"c0: expected the dtype of q \(torch.float32\) or the state dtype",
+    ),
+    (dict(n0=torch.randn(1, 2, 4).half()), TypeError, "n0: expected the dtype of q"),
+    (dict(m0=torch.zeros(1, 2, 1, dtype=torch.float64)), TypeError, "m0: expected the dtype of q"),
     (dict(c0=torch.randn(1, 2, 4, 4)), ValueError, r"c0: expected shape \(1, 2, 4, 3\)"),
     (dict(n0=torch.randn(1, 2, 3)), ValueError, r"n0: expected shape \(1, 2, 4\)"),
     (dict(m0=torch.randn(1, 2)), ValueError, "m0: expected 3 dimensions"),
@@ -152,3 +169,138 @@ def test_triton_rejects_float64():
     a = {k: v.double() for k, v in _good().items()}
     with pytest.raises(TypeError, match="float64"):
         tfla.mlstm(a["q"], a["k"], a["v"], a["i"], a["f"], backend="triton")
+
+
+# ----------------------------------------------------------------------------- issue 12, item 3
+
+
+def _check_directional(loss, xs, grads, names, eps=1e-6, rtol=1e-6):
+    """Central finite differences of ``loss`` along one random direction per input, and along all
+    inputs at once, against the autograd gradient (float64)."""
+    g = torch.Generator().manual_seed(123)
+    dirs = [torch.randn(x.shape, generator=g, dtype=x.dtype) for x in xs]
+
+    def along(which):
+        plus = [
+            x.detach() + (eps * u if j in which else 0) for j, (x, u) in enumerate(zip(xs, dirs))
+        ]
+        minus = [
+            x.detach() - (eps * u if j in which else 0) for j, (x, u) in enumerate(zip(xs, dirs))
+        ]
+        with torch.no_grad():
+            fd = float((loss(*plus) - loss(*minus)) / (2 * eps))
+        ad = sum(float((grads[j] * dirs[j]).sum()) for j in which if grads[j] is not None)
+        return fd, ad
+
+    for j, name in enumerate(names):
+        fd, ad = along({j})
+        assert abs(ad - fd) <= rtol * max(abs(fd), 1e-3), (
+            f"d{name}: autograd {ad:.9g} vs FD {fd:.9g}"
+        )
+    fd, ad = along(set(range(len(xs))))
+    assert abs(ad - fd) <= rtol * abs(fd), f"all inputs: autograd {ad:.9g} vs FD {fd:.9g}"
+
+
+@pytest.mark.parametrize("backend", ["reference", "torch"])
+@pytest.mark.parametrize("eps", [0.0, 1e-6])
+def test_gradient_through_the_returned_state_matches_finite_differences(backend, eps):
+    """A loss on (C, n, m) alone: before the fix, df was 4-5x off (m treated as a constant)."""
+    torch.manual_seed(0)
+    B, H, S, D = 1, 1, 21, 4
+    dt = torch.float64
+    q, k, v = (torch.randn(B, H, S, D, dtype=dt) for _ in range(3))
+    i = 2 * torch.randn(B, H, S, dtype=dt)
+    f = torch.randn(B, H, S, dtype=dt)
+    c0, n0 = torch.randn(B, H, D, D, dtype=dt), torch.randn(B, H, D, dtype=dt)
+    m0 = torch.randn(B, H, 1, dtype=dt)
+    w = [
+        torch.randn(B, H, D, D, dtype=dt),
+        torch.randn(B, H, D, dtype=dt),
+        torch.randn(1, dtype=dt),
+    ]
+
+    def loss(q, k, v, i, f, c0, n0, m0):
+        _, (C, n, m) = tfla.mlstm(
+            q, k, v, i, f, c0=c0, n0=n0, m0=m0, chunk_size=16, eps=eps,
+            return_last_state=True, backend=backend,
+        )  # fmt: skip
+        return (C * w[0]).sum() + (n * w[1]).sum() + (m * w[2]).sum()
+
+    xs = [x.requires_grad_() for x in (q, k, v, i, f, c0, n0, m0)]
+    grads = torch.autograd.grad(loss(*xs), xs, allow_unused=True)
+    assert grads[0] is None  # the last state does not depend on q
+    _check_directional(loss, xs, grads, ["q", "k", "v", "i", "f", "c0", "n0", "m0"])
+
+
+@pytest.mark.parametrize("backend", ["reference", "torch"])
+def test_gradient_of_h_and_state_matches_finite_differences_at_eps_0(backend):
+    """At eps = 0 the whole gradient (h and the last state together) is exact."""
+    torch.manual_seed(1)
+    B, H, S, D = 1, 2, 37, 5
+    dt = torch.float64
+    xs = [torch.randn(B, H, S, D, dtype=dt) for _ in range(3)]
+    xs += [torch.randn(B, H, S, dtype=dt), torch.randn(B, H, S, dtype=dt) + 1]
+    wh = torch.randn(B, H, S, D, dtype=dt)
+    wc, wm = torch.randn(B, H, D, D, dtype=dt), torch.randn(B, H, 1, dtype=dt)
+
+    def loss(q, k, v, i, f):
+        h, (C, _n, m) = tfla.mlstm(
+            q, k, v, i, f, chunk_size=16, eps=0.0, return_last_state=True, backend=backend
+        )
+        return (h * wh).sum() + (C * wc).sum() + (m * wm).sum()
+
+    xs = [x.requires_grad_() for x in xs]
+    grads = torch.autograd.grad(loss(*xs), xs)
+    _check_directional(loss, xs, grads, ["q", "k", "v", "i", "f"])
+
+
+def test_the_state_gradient_fix_leaves_values_and_h_gradients_unchanged(make_inputs):
+    q, k, v, i, f, c0, n0, m0 = make_inputs(1, 2, 40, 8, 8, dtype=torch.float64, states=True)
+    from tfla.chunkwise import mlstm_chunkwise
+
+    h, (C, n, m) = tfla.mlstm(q, k, v, i, f, c0=c0, n0=n0, m0=m0, chunk_size=16,
+                              return_last_state=True, backend="torch")  # fmt: skip
+    h2, (C2, n2, m2) = mlstm_chunkwise(q, k, v, i, f, c0=c0, n0=n0, m0=m0, chunk_size=16,
+                                       return_last_state=True)  # fmt: skip
+    for a, b in ((h, h2), (C, C2), (n, n2), (m, m2)):
+        assert torch.equal(a, b)
+    g = torch.randn_like(h)
+    xs = [q, k, v, i, f]
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(torch.autograd.grad(h, xs, g), torch.autograd.grad(h2, xs, g))
+    )
+
+
+@pytest.mark.parametrize("backend", ["reference", "torch"])
+def test_qk_scale_is_a_query_scale(make_inputs, backend):
+    q, k, v, i, f = make_inputs(1, 2, 37, 16, 8, dtype=torch.float64)
+    default = tfla.mlstm(q, k, v, i, f, chunk_size=16, backend=backend)
+    explicit = tfla.mlstm(q, k, v, i, f, chunk_size=16, backend=backend, qk_scale=0.25)
+    assert torch.equal(default, explicit)  # 1/sqrt(16)
+    scaled = tfla.mlstm(q, k, v, i, f, chunk_size=16, backend=backend, qk_scale=0.1)
+    ref = tfla.mlstm(q * 0.4, k, v, i, f, chunk_size=16, backend="reference")
+    assert_close(scaled, ref, rtol=1e-10)
+    assert not torch.allclose(scaled, default)
+
+
+def test_states_in_the_dtype_of_q_or_the_state_dtype_are_accepted(make_inputs):
+    xs = make_inputs(1, 1, 20, 16, 16, dtype=torch.bfloat16, requires_grad=False)
+    _, state = tfla.mlstm(*xs, chunk_size=16, return_last_state=True)
+    tfla.mlstm(*xs, chunk_size=16, c0=state[0], n0=state[1], m0=state[2])  # float32 states
+    tfla.mlstm(*xs, chunk_size=16, c0=state[0].bfloat16(), n0=state[1].bfloat16())
+
+
+def test_qk_scale_on_the_triton_path(make_inputs):
+    if not triton_usable():
+        pytest.skip("needs triton with a GPU or TRITON_INTERPRET=1")
+    xs = make_inputs(1, 1, 20, 16, 8, seed=3)
+    h, (C, n, m) = tfla.mlstm(
+        *xs, chunk_size=16, qk_scale=0.1, return_last_state=True, backend="triton"
+    )
+    x64 = [x.detach().double().requires_grad_() for x in xs]
+    ref = tfla.mlstm(*x64, chunk_size=16, qk_scale=0.1, backend="reference")
+    assert_close(h, ref, rtol=1e-5)
+    g = torch.randn_like(h)
+    for a, b in zip(torch.autograd.grad(h, xs, g), torch.autograd.grad(ref, x64, g.double())):
+        assert_close(a, b, rtol=1e-5)

@@ -16,7 +16,8 @@ with in-chunk cumulative log forget gates ``b_t``, chunk total ``g_k = b_L`` and
       den_t  = same with n_{k-1} and 1 for v_s
       h_t    = num_t / (max(|den_t|, exp(-m^comb_t)) + eps)
 
-``m`` is detached (see :mod:`tfla.reference`); the running max equals the recurrent one exactly,
+``m`` is detached (see :mod:`tfla.reference`; :func:`tfla.mlstm` adds the exact gradient
+through the returned ``m``); the running max equals the recurrent one exactly,
 so this path reproduces :func:`tfla.reference.mlstm_recurrent` to round-off including ``eps``.
 Compute precision: float32 (float64 for float64 inputs).
 """
@@ -31,7 +32,7 @@ import torch.nn.functional as F
 __all__ = ["mlstm_chunkwise"]
 
 
-def _chunks(q, k, v, lf, li, C, n, m, *, exp_variant, normalize, eps, detach_denominator):
+def _chunks(q, k, v, lf, li, C, n, m, *, exp_variant, normalize, eps, detach_denominator, qk_scale):
     """All chunks of equal length at once. q, k: (B,H,N,L,Dk); v: (B,H,N,L,Dv); lf, li: (B,H,N,L)."""
     _B, _H, N, L, Dk = q.shape
     b = torch.cumsum(lf, dim=-1)
@@ -75,7 +76,7 @@ def _chunks(q, k, v, lf, li, C, n, m, *, exp_variant, normalize, eps, detach_den
         mcomb = torch.maximum(b + mp[..., None], D.amax(-1)).detach()
     else:
         mcomb = torch.zeros_like(b)
-    qs = q * (1.0 / math.sqrt(Dk))
+    qs = q * (1.0 / math.sqrt(Dk) if qk_scale is None else qk_scale)
     P = (qs @ k.transpose(-1, -2)) * torch.exp(D - mcomb[..., None])
     qi = qs * torch.exp(b + mp[..., None] - mcomb)[..., None]
     num = P @ v + qi @ Cp
@@ -105,6 +106,7 @@ def mlstm_chunkwise(
     n0: torch.Tensor | None = None,
     m0: torch.Tensor | None = None,
     eps: float = 1e-6,
+    qk_scale: float | None = None,
     detach_denominator: bool = False,
     return_last_state: bool = False,
 ):
@@ -117,6 +119,7 @@ def mlstm_chunkwise(
         normalize: divide by the normaliser.
         c0, n0, m0: initial states (B,H,Dqk,Dv), (B,H,Dqk), (B,H,1); zeros when None.
         eps: added to the denominator.
+        qk_scale: query scale (default ``1/sqrt(Dqk)``).
         detach_denominator: denominator constant in the backward (official semantics).
         return_last_state: also return ``(C, n, m)``.
 
@@ -126,8 +129,8 @@ def mlstm_chunkwise(
 
     Example:
         >>> q = k = torch.randn(1, 2, 37, 16)
-        ... v = torch.randn(1, 2, 37, 8)
-        ... i = f = torch.randn(1, 2, 37)
+        >>> v = torch.randn(1, 2, 37, 8)
+        >>> i = f = torch.randn(1, 2, 37)
         >>> mlstm_chunkwise(q, k, v, i, f, chunk_size=16).shape
         torch.Size([1, 2, 37, 8])
     """
@@ -149,7 +152,11 @@ def mlstm_chunkwise(
     L = chunk_size
     NC, r = divmod(S, L)
     kw = dict(
-        exp_variant=exp_variant, normalize=normalize, eps=eps, detach_denominator=detach_denominator
+        exp_variant=exp_variant,
+        normalize=normalize,
+        eps=eps,
+        detach_denominator=detach_denominator,
+        qk_scale=qk_scale,
     )
     outs = []
     if NC > 0:

@@ -191,6 +191,26 @@ class mLSTMLM(nn.Module):
         Returns:
             logits (B, S, vocab); with ``return_state`` also the list of per-layer states.
         """
+        if not isinstance(input_ids, torch.Tensor) or input_ids.dtype not in (
+            torch.int32,
+            torch.int64,
+        ):
+            raise TypeError(
+                "input_ids: expected an int32/int64 tensor, got "
+                f"{getattr(input_ids, 'dtype', type(input_ids).__name__)}"
+            )
+        if input_ids.dim() != 2:
+            raise ValueError(f"input_ids: expected shape (B, S), got {tuple(input_ids.shape)}")
+        vocab = self.embed.num_embeddings
+        if input_ids.numel() and (int(input_ids.min()) < 0 or int(input_ids.max()) >= vocab):
+            raise ValueError(
+                f"input_ids: expected ids in [0, {vocab}) (vocab_size={vocab}), got values in "
+                f"[{int(input_ids.min())}, {int(input_ids.max())}]"
+            )
+        if states is not None and len(states) != len(self.blocks):
+            raise ValueError(
+                f"states: expected one state per layer ({len(self.blocks)}), got {len(states)}"
+            )
         x = self.embed(input_ids)
         new_states = []
         for j, block in enumerate(self.blocks):

@@ -7,7 +7,10 @@ force a path (``"triton"`` on CPU tensors needs ``TRITON_INTERPRET=1``). Triton 
 
 from __future__ import annotations
 
+import math
+
 import torch
+import torch.nn.functional as F
 
 from neurips25_core.device import triton_available, triton_interpret, use_triton_for
 
@@ -33,7 +36,14 @@ def _check_tensor(name: str, t, ndim: int) -> None:
         raise ValueError(f"{name}: expected {ndim} dimensions, got shape {_shape(t)}")
 
 
-def _check_args(q, k, v, i, f, variant, chunk_size, normalize, c0, n0, m0, eps, backend) -> None:
+def _state_dtype(q: torch.Tensor) -> torch.dtype:
+    """The dtype of the returned states and of the computation: float64 for float64 q, else float32."""
+    return torch.float64 if q.dtype == torch.float64 else torch.float32
+
+
+def _check_args(
+    q, k, v, i, f, variant, chunk_size, normalize, c0, n0, m0, eps, backend, qk_scale=None
+) -> None:
     _check_tensor("q", q, 4)
     B, H, S, Dk = q.shape
     _check_tensor("k", k, 4)
@@ -48,7 +58,7 @@ def _check_args(q, k, v, i, f, variant, chunk_size, normalize, c0, n0, m0, eps, 
     _check_tensor("f", f, 3)
     if f.shape != q.shape[:3]:
         raise ValueError(f"f: expected shape (B, H, S) = ({B}, {H}, {S}), got {_shape(f)}")
-    for name, t in (("k", k), ("v", v)):
+    for name, t in (("k", k), ("v", v), ("i", i), ("f", f)):
         if t.dtype != q.dtype:
             raise TypeError(f"{name}: expected the dtype of q ({q.dtype}), got {t.dtype}")
     for name, t in (("k", k), ("v", v), ("i", i), ("f", f)):
@@ -70,8 +80,20 @@ def _check_args(q, k, v, i, f, variant, chunk_size, normalize, c0, n0, m0, eps, 
         raise TypeError(f"chunk_size: expected an int, got {type(chunk_size).__name__}")
     if chunk_size < 16 or chunk_size & (chunk_size - 1):
         raise ValueError(f"chunk_size: expected a power of two >= 16, got {chunk_size}")
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps >= 0:
-        raise ValueError(f"eps: expected a float >= 0, got {eps!r}")
+    if (
+        isinstance(eps, bool)
+        or not isinstance(eps, (int, float))
+        or not math.isfinite(eps)
+        or not eps >= 0
+    ):
+        raise ValueError(f"eps: expected a finite float >= 0, got {eps!r}")
+    if qk_scale is not None and (
+        isinstance(qk_scale, bool)
+        or not isinstance(qk_scale, (int, float))
+        or not math.isfinite(qk_scale)
+        or not qk_scale > 0
+    ):
+        raise ValueError(f"qk_scale: expected None or a finite float > 0, got {qk_scale!r}")
     Dv = v.shape[-1]
     for name, t, shape in (
         ("c0", c0, (B, H, Dk, Dv)),
@@ -85,6 +107,11 @@ def _check_args(q, k, v, i, f, variant, chunk_size, normalize, c0, n0, m0, eps, 
             raise ValueError(f"{name}: expected shape {shape}, got {_shape(t)}")
         if t.device != q.device:
             raise ValueError(f"{name}: expected the device of q ({q.device}), got {t.device}")
+        if t.dtype not in (q.dtype, _state_dtype(q)):
+            raise TypeError(
+                f"{name}: expected the dtype of q ({q.dtype}) or the state dtype "
+                f"({_state_dtype(q)}), got {t.dtype}"
+            )
     if variant == "sig" and m0 is not None and bool((m0 != 0).any()):
         raise ValueError(
             "m0: mLSTMsig has no stabiliser; expected None or zeros, got nonzero values"
@@ -99,6 +126,34 @@ def _check_args(q, k, v, i, f, variant, chunk_size, normalize, c0, n0, m0, eps, 
                 "backend: 'triton' needs CUDA tensors (or TRITON_INTERPRET=1 for CPU tensors), got tensors on "
                 f"{q.device}"
             )
+
+
+def _exact_last_state(i, f, m0, state):
+    """Give the returned stabilised state the exact gradient through the stabiliser ``m``.
+
+    Every backend treats ``m`` as a constant (it cancels from ``h`` at ``eps = 0``), so the
+    gradient of a loss on the returned ``(C, n, m)`` missed the terms that flow through
+    ``m_S``: ``C_S = exp(-m_S)·Ĉ_S`` (Ĉ unstabilised) and ``m_S`` itself. ``m_S`` has the closed
+    form ``max(m0 + Σ_r lf_r, max_s(ĩ_s + Σ_{r>s} lf_r))`` (the unrolled running max); it is
+    rebuilt here differentiably with its value pinned to the backend's ``m``, and ``C``, ``n`` are
+    multiplied by ``exp(m − m_exact)``, which is exactly 1 in value. The gradient through the
+    max is that of the arg-max path (exact away from ties, as for any max).
+    """
+    C, n, m = state
+    if not (C.requires_grad or n.requires_grad or i.requires_grad or f.requires_grad) and (
+        m0 is None or not m0.requires_grad
+    ):
+        return state
+    sdt = m.dtype
+    lf = F.logsigmoid(f.to(sdt))
+    li = i.to(sdt)
+    total = lf.sum(-1, keepdim=True)
+    after = total - torch.cumsum(lf, dim=-1)  # Σ_{r>s} lf_r (only its gradient is used)
+    start = total if m0 is None else m0.to(sdt) + total
+    m_expr = torch.cat([start, li + after], dim=-1).amax(-1, keepdim=True)
+    m_exact = m.detach() + (m_expr - m_expr.detach())
+    one = torch.exp(m.detach() - m_exact)  # == 1 in value
+    return C * one[..., None], n * one, m_exact
 
 
 def mlstm(
@@ -116,17 +171,18 @@ def mlstm(
     m0: torch.Tensor | None = None,
     return_last_state: bool = False,
     eps: float = 1e-6,
+    qk_scale: float | None = None,
     detach_denominator: bool = False,
     backend: str = "auto",
 ):
     """mLSTM cell over a sequence (mLSTMexp or mLSTMsig), chunkwise with TFLA kernels on GPU.
 
     Args:
-        q: queries, (B, H, S, Dqk); scaled by 1/sqrt(Dqk) inside.
-        k: keys, (B, H, S, Dqk).
-        v: values, (B, H, S, Dv).
-        i: input-gate pre-activations, (B, H, S).
-        f: forget-gate pre-activations, (B, H, S) (the forget gate is σ(f)).
+        q: queries, (B, H, S, Dqk); scaled by ``qk_scale`` inside.
+        k: keys, (B, H, S, Dqk), the dtype of q.
+        v: values, (B, H, S, Dv), the dtype of q.
+        i: input-gate pre-activations, (B, H, S), the dtype of q.
+        f: forget-gate pre-activations, (B, H, S), the dtype of q (the forget gate is σ(f)).
         variant: ``"exp"`` (exponential input gate with max-stabiliser) or ``"sig"`` (sigmoid
             input gate, no stabiliser).
         chunk_size: chunk length, a power of two >= 16; any S is accepted.
@@ -134,12 +190,21 @@ def mlstm(
         c0: initial matrix memory, (B, H, Dqk, Dv); zeros when None.
         n0: initial normaliser, (B, H, Dqk); zeros when None.
         m0: initial stabiliser, (B, H, 1); zeros when None; must be None or zero for ``"sig"``.
+            The states may be in the dtype of q or in the state dtype (float32, float64 for
+            float64 q, which is what ``return_last_state`` gives back); they are cast to the
+            compute dtype (the state dtype). Any other dtype is refused.
         return_last_state: also return the last state ``(C, n, m)``.
-        eps: added to the denominator.
-        detach_denominator: ``False`` (default) gives the exact gradient of the forward;
+        eps: added to the denominator (finite, >= 0).
+        qk_scale: the query scale; default ``1/sqrt(Dqk)`` (as the official kernels).
+        detach_denominator: ``False`` (default) differentiates the denominator;
             ``True`` treats the denominator ``max(|nᵀq̂|, ·) + eps`` as a constant in the backward,
             the semantics of the official kernels (dv is the same, dq/dk/di/df differ).
         backend: ``"auto"``, ``"triton"``, ``"torch"`` or ``"reference"``.
+
+    Gradients: with ``detach_denominator=False`` the gradient of ``h`` is the exact gradient of the
+    forward at ``eps = 0``; at ``eps > 0`` the stabiliser ``m`` is held constant inside ``h``
+    (its effect on ``h`` is the eps term, relative size ~eps/|den|). The gradient through the
+    returned last state ``(C, n, m)`` is exact at any eps (the terms through ``m`` included).
 
     Returns:
         h, (B, H, S, Dv), in the input dtype; with ``return_last_state`` also
@@ -151,17 +216,18 @@ def mlstm(
     Example:
         >>> import torch, tfla
         >>> q = k = torch.randn(1, 2, 40, 16)
-        ... v = torch.randn(1, 2, 40, 8)
-        ... i = f = torch.randn(1, 2, 40)
+        >>> v = torch.randn(1, 2, 40, 8)
+        >>> i = f = torch.randn(1, 2, 40)
         >>> h, (C, n, m) = tfla.mlstm(q, k, v, i, f, chunk_size=16, return_last_state=True)
         >>> h.shape, C.shape
         (torch.Size([1, 2, 40, 8]), torch.Size([1, 2, 16, 8]))
     """
-    _check_args(q, k, v, i, f, variant, chunk_size, normalize, c0, n0, m0, eps, backend)
+    _check_args(q, k, v, i, f, variant, chunk_size, normalize, c0, n0, m0, eps, backend, qk_scale)
     if variant == "sig":
         m0 = None
     if backend == "auto":
         backend = "triton" if use_triton_for(q) else "torch"
+    scale = float(qk_scale) if qk_scale is not None else 1.0 / math.sqrt(q.shape[-1])
     kwargs = dict(
         variant=variant,
         normalize=normalize,
@@ -169,6 +235,7 @@ def mlstm(
         n0=n0,
         m0=m0,
         eps=float(eps),
+        qk_scale=scale,
         detach_denominator=detach_denominator,
         return_last_state=return_last_state,
     )
@@ -178,13 +245,17 @@ def mlstm(
         out = mlstm_recurrent(q, k, v, i, f, **kwargs)
         if return_last_state:
             h, (C, n, m) = out
-            sdt = torch.float64 if q.dtype == torch.float64 else torch.float32
-            return h, (C.to(sdt), n.to(sdt), m.to(sdt))
-        return out
-    if backend == "torch":
+            sdt = _state_dtype(q)
+            out = h, (C.to(sdt), n.to(sdt), m.to(sdt))
+    elif backend == "torch":
         from tfla.chunkwise import mlstm_chunkwise
 
-        return mlstm_chunkwise(q, k, v, i, f, chunk_size=chunk_size, **kwargs)
-    from tfla.kernels import mlstm_triton
+        out = mlstm_chunkwise(q, k, v, i, f, chunk_size=chunk_size, **kwargs)
+    else:
+        from tfla.kernels import mlstm_triton
 
-    return mlstm_triton(q, k, v, i, f, chunk_size=chunk_size, **kwargs)
+        out = mlstm_triton(q, k, v, i, f, chunk_size=chunk_size, **kwargs)
+    if return_last_state and variant == "exp":
+        h, state = out
+        return h, _exact_last_state(i, f, m0, state)
+    return out

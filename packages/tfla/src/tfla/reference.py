@@ -59,6 +59,7 @@ def mlstm_recurrent(
     n0: torch.Tensor | None = None,
     m0: torch.Tensor | None = None,
     eps: float = 1e-6,
+    qk_scale: float | None = None,
     detach_denominator: bool = False,
     return_last_state: bool = False,
 ):
@@ -76,8 +77,10 @@ def mlstm_recurrent(
         n0: initial normaliser, (B, H, Dqk), default zeros.
         m0: initial max-stabiliser, (B, H, 1), default zeros (exp only).
         eps: added to the denominator.
+        qk_scale: query scale (default ``1/sqrt(Dqk)``).
         detach_denominator: treat the denominator as a constant in the backward.
-        return_last_state: also return ``(C_S, n_S, m_S)``.
+        return_last_state: also return ``(C_S, n_S, m_S)`` (``m`` detached here; :func:`tfla.mlstm`
+            adds the exact gradient through it).
 
     Returns:
         h, (B, H, S, Dv); with ``return_last_state`` also ``(C, n, m)`` with shapes
@@ -85,7 +88,7 @@ def mlstm_recurrent(
 
     Example:
         >>> q = k = torch.randn(1, 2, 5, 8, dtype=torch.float64)
-        ... v = torch.randn(1, 2, 5, 4, dtype=torch.float64)
+        >>> v = torch.randn(1, 2, 5, 4, dtype=torch.float64)
         >>> i = f = torch.randn(1, 2, 5, dtype=torch.float64)
         >>> mlstm_recurrent(q, k, v, i, f).shape
         torch.Size([1, 2, 5, 4])
@@ -93,7 +96,7 @@ def mlstm_recurrent(
     B, H, S, Dk = q.shape
     Dv = v.shape[-1]
     dt, dev = q.dtype, q.device
-    scale = 1.0 / math.sqrt(Dk)
+    scale = 1.0 / math.sqrt(Dk) if qk_scale is None else qk_scale
     C = c0.to(dt) if c0 is not None else torch.zeros(B, H, Dk, Dv, dtype=dt, device=dev)
     n = n0.to(dt) if n0 is not None else torch.zeros(B, H, Dk, dtype=dt, device=dev)
     m = (
@@ -144,6 +147,7 @@ def mlstm_parallel(
     variant: str = "exp",
     normalize: bool = True,
     eps: float = 1e-6,
+    qk_scale: float | None = None,
     detach_denominator: bool = False,
 ) -> torch.Tensor:
     """The mLSTM in its quadratic parallel form (zero initial state; O(S²) memory).
@@ -159,10 +163,19 @@ def mlstm_parallel(
         variant: ``"exp"`` or ``"sig"``.
         normalize: divide by the normaliser.
         eps: added to the denominator.
+        qk_scale: query scale (default ``1/sqrt(Dqk)``).
         detach_denominator: treat the denominator as a constant in the backward.
 
     Returns:
         h, (B, H, S, Dv), in the dtype of ``q``.
+
+    Example:
+        >>> q = k = torch.randn(1, 2, 6, 8, dtype=torch.float64)
+        >>> v = torch.randn(1, 2, 6, 4, dtype=torch.float64)
+        >>> i = f = torch.randn(1, 2, 6, dtype=torch.float64)
+        >>> h = mlstm_parallel(q, k, v, i, f, eps=0.0)
+        >>> torch.allclose(h, mlstm_recurrent(q, k, v, i, f, eps=0.0))
+        True
     """
     B, H, S, Dk = q.shape
     dt = q.dtype
@@ -182,7 +195,8 @@ def mlstm_parallel(
         m = logD.amax(-1, keepdim=True).detach()
     else:
         m = torch.zeros(B, H, S, 1, dtype=dt, device=q.device)
-    Ct = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(Dk)) * torch.exp(logD - m)
+    scale = 1.0 / math.sqrt(Dk) if qk_scale is None else qk_scale
+    Ct = (q @ k.transpose(-1, -2)) * scale * torch.exp(logD - m)
     num = Ct @ v.to(dt)
     if not normalize:
         return num

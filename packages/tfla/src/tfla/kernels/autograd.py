@@ -57,7 +57,7 @@ class _TFLAFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, lf, li, c0, n0, m0, cfg):
-        L, blq, blkv, bk, bv, stabilize, normalize, eps, _detach_den, lowp, prec = cfg
+        L, blq, blkv, bk, bv, stabilize, normalize, eps, _detach_den, lowp, prec, scale = cfg
         from tfla.kernels.tfla_kernels import _fw_intra_kernel, _fw_state_kernel
 
         B, H, S, Dk = q.shape
@@ -75,7 +75,6 @@ class _TFLAFunction(torch.autograd.Function):
         Ns[:, 0] = n0.reshape(BH, Dk)
         Ms[:, 0] = m0.reshape(BH)
         bl = min(64, L)
-        scale = 1.0 / math.sqrt(Dk)
         grid = (triton.cdiv(Dk, bk), triton.cdiv(Dv, bv), BH)
         _fw_state_kernel[grid](
             k, v, b, li_, Cs, Ns, Ms, S, Dk, Dv, NC,
@@ -100,7 +99,7 @@ class _TFLAFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dh, dC_last, dn_last, _dm_last):
-        L, blq, blkv, bk, bv, stabilize, normalize, eps, detach_den, lowp, prec = ctx.cfg
+        L, blq, blkv, bk, bv, stabilize, normalize, eps, detach_den, lowp, prec, scale = ctx.cfg
         from tfla.kernels.tfla_kernels import (
             _bw_dk_kernel,
             _bw_dq_kernel,
@@ -133,7 +132,6 @@ class _TFLAFunction(torch.autograd.Function):
         DNs = _buffer(BH, NC + 1, Dk, device=dev)
         DCs[:, NC] = 0.0 if dC_last is None else dC_last.reshape(BH, Dk, Dv).float()
         DNs[:, NC] = 0.0 if dn_last is None else dn_last.reshape(BH, Dk).float()
-        scale = 1.0 / math.sqrt(Dk)
         bl = min(64, L)
         common = dict(num_warps=4, num_stages=1)
         _bw_state_kernel[(triton.cdiv(Dk, bk), triton.cdiv(Dv, bv), BH)](
@@ -192,6 +190,7 @@ def mlstm_triton(
     n0: torch.Tensor | None = None,
     m0: torch.Tensor | None = None,
     eps: float = 1e-6,
+    qk_scale: float | None = None,
     detach_denominator: bool = False,
     return_last_state: bool = False,
     block_lq: int | None = None,
@@ -253,6 +252,7 @@ def mlstm_triton(
         bool(detach_denominator),
         lowp,
         fp32_precision,
+        1.0 / math.sqrt(Dk) if qk_scale is None else float(qk_scale),
     )
     h, C, n, m = _TFLAFunction.apply(q, k, v, lf, li, c0, n0, m0, cfg)
     h = h[:, :, :S]
