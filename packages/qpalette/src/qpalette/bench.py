@@ -339,7 +339,7 @@ def dequant_matmul(ctx: Context) -> None:
         for s, qm in qms.items():
             fns[f"dequant+matmul {s}"] = lambda qm=qm, x=x: x @ qm.dequantize().T
         with single_thread():
-            res = compare(fns, baseline="fp32 matmul", min_time=ctx.pick(0.01, 0.2, 0.5))
+            res = compare(fns, baseline="fp32 matmul", rounds=ctx.pick(3, 7, 15), min_time=0.0)
         res.record(ctx, n=n, k=k, batch=m)
         ctx.log(str(res))
 

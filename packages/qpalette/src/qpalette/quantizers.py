@@ -336,15 +336,18 @@ def pack_tiles(states: torch.Tensor, L: int, KV: int) -> torch.Tensor:
 
 
 def unpack_tiles(words: torch.Tensor, L: int, KV: int, T: int) -> torch.Tensor:
-    """Inverse of :func:`pack_tiles`: state i = the circular L-bit window at offset i·KV."""
-    bits = _words_to_bits(words)
-    n = T * KV
-    if bits.shape[-1] != n:
-        raise ValueError(f"words: expected {n // 32} words per tile, got {words.shape[-1]}")
-    idx = (torch.arange(T)[:, None] * KV + torch.arange(L)[None, :]) % n
-    win = bits[:, idx]  # (B, T, L)
-    shifts = torch.arange(L - 1, -1, -1, dtype=torch.int64)
-    return (win << shifts).sum(-1)
+    """Inverse of :func:`pack_tiles`: state i = the circular L-bit window at offset i·KV.
+
+    Each window spans at most two 32-bit words (L <= 32): s = ((hi << 32 | lo) >> (64-L-b0)) & mask.
+    """
+    nw = words.shape[-1]
+    if nw * 32 != T * KV:
+        raise ValueError(f"words: expected {T * KV // 32} words per tile, got {nw}")
+    w = words.to(torch.int64) & 0xFFFFFFFF
+    off = torch.arange(T) * KV
+    w0, b0 = off // 32, off % 32
+    hi, lo = w[:, w0], w[:, (w0 + 1) % nw]
+    return (((hi << 32) | lo) >> (64 - L - b0)) & ((1 << L) - 1)
 
 
 def pack_bitplanes(codes: torch.Tensor, b: int) -> torch.Tensor:
