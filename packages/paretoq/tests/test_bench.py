@@ -17,11 +17,24 @@ def test_suite_declares_quality_and_speed_cases():
     kinds = {c.name: c.kind for c in SUITE.cases}
     assert kinds["qat_reproduction"] == "quality"
     assert kinds["packed_matmul_cpu"] == "speed"
-    modes = {c.name: c.modes for c in SUITE.cases}
-    assert all(
-        set(modes[n]) == {"quick", "full"}
-        for n in ("qat_reproduction", "packed_matmul_cpu", "model_size")
-    )
+    assert kinds["ablation_2bit_grid"] == "quality"
+    # every case runs in every mode (smoke sizes included)
+    assert all(set(c.modes) == {"smoke", "quick", "full"} for c in SUITE.cases)
+
+
+def test_packed_matmul_case_smoke_compares_medians(tmp_path):
+    case = next(c for c in SUITE.cases if c.name == "packed_matmul_cpu")
+    results = case.run("paretoq", "smoke", tmp_path, log=lambda s: None)
+    impls = {r.params.get("impl") for r in results if r.metric == "time"}
+    assert impls == {
+        "fp32 nn.Linear",
+        "packed (torch)",
+        "dequantize+matmul (reference)",
+        "dequantize+matmul (fast)",
+    }
+    vs = [r for r in results if r.metric == "time_vs_dequant"]
+    assert vs and all(r.baseline.startswith("dequantize+matmul (") for r in vs)
+    assert all(r.params["rounds"] >= 5 for r in results if r.metric == "time")
 
 
 def test_model_size_case_runs(tmp_path):

@@ -126,8 +126,10 @@ def test_state_dict_round_trip_keeps_alpha(bits):
 
 def test_official_weight_clip_val_keys_load_into_alpha():
     model = paretoq.quantize_(_model(seed=1), 2)
-    state = {
-        k.replace(".alpha", ".weight_clip_val"): v * 0.5 for k, v in model.state_dict().items()
+    state = {  # an official checkpoint: weight_clip_val, no _extra_state format tag
+        k.replace(".alpha", ".weight_clip_val"): v * 0.5
+        for k, v in model.state_dict().items()
+        if not k.endswith("_extra_state")
     }
     fresh = paretoq.quantize_(_model(seed=1), 2)
     fresh.load_state_dict(state)
@@ -206,3 +208,62 @@ def test_quant_linear_bad_input():
     q.alpha = nn.Parameter(torch.ones(1, 1))
     with pytest.raises(ValueError, match=r"alpha: expected shape \(3, 1\)"):
         paretoq.PackedLinear.from_quant_linear(q)
+
+
+def _packed(bits, seed=3):
+    model = paretoq.quantize_(_model(seed=seed), bits)
+    return paretoq.pack_(model, backend="torch")
+
+
+def test_packed_state_dict_records_bits_and_format():
+    state = _packed(2).state_dict()
+    tag = state["model.layers.0.self_attn.q_proj._extra_state"]
+    assert tag["bits"] == 2 and tag["format"] == paretoq.modules.PACKED_FORMAT
+    assert tag["in_features"] == 32 and tag["out_features"] == 32
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    buf.seek(0)
+    fresh = _packed(2, seed=4)
+    fresh.load_state_dict(torch.load(buf, weights_only=True))  # plain types: weights_only loads
+    x = _tokens(5)
+    with torch.no_grad():
+        assert torch.equal(fresh(x).logits, _packed(2)(x).logits)
+
+
+def test_two_bit_packed_checkpoint_is_refused_by_a_ternary_model():
+    """Same buffer shapes (one 2-bit plane each), so only the format tag can tell them apart."""
+    two = _packed(2).state_dict()
+    ternary = _packed(1.58, seed=4)
+    shapes = {k: v.shape for k, v in ternary.state_dict().items() if isinstance(v, torch.Tensor)}
+    assert shapes == {k: v.shape for k, v in two.items() if isinstance(v, torch.Tensor)}
+    q = ternary.model.layers[0].self_attn.q_proj
+    before = q.qweight.clone()
+    assert not torch.equal(before, two["model.layers.0.self_attn.q_proj.qweight"])
+    with pytest.raises(ValueError, match=r"q_proj\._extra_state.*2-bit weights.*1\.58-bit"):
+        ternary.load_state_dict(two)
+    assert torch.equal(q.qweight, before)  # refused before its buffers were copied
+    untagged = {k: v for k, v in two.items() if not k.endswith("_extra_state")}
+    with pytest.raises(RuntimeError, match="_extra_state"):  # strict: the tag is required
+        ternary.load_state_dict(untagged)
+
+
+def test_packed_checkpoint_of_other_in_features_or_format_is_refused():
+    lin = nn.Linear(40, 8, bias=False)  # K = 40 pads to 64, like K = 50
+    p40 = paretoq.PackedLinear.from_quant_linear(paretoq.QuantLinear.from_linear(lin, 4))
+    p50 = paretoq.PackedLinear.from_quant_linear(
+        paretoq.QuantLinear.from_linear(nn.Linear(50, 8, bias=False), 4)
+    )
+    assert p40.qweight.shape == p50.qweight.shape
+    with pytest.raises(ValueError, match="in_features=40"):
+        p50.load_state_dict(p40.state_dict())
+    bad = dict(p40.state_dict())
+    bad["_extra_state"] = {**bad["_extra_state"], "version": 99}
+    with pytest.raises(ValueError, match="format"):
+        p40.load_state_dict(bad)
+
+
+def test_quant_linear_checkpoint_of_other_bits_is_refused():
+    two = paretoq.quantize_(_model(seed=1), 2).state_dict()
+    ternary = paretoq.quantize_(_model(seed=1), 1.58)
+    with pytest.raises(ValueError, match=r"2-bit weights.*1\.58-bit"):
+        ternary.load_state_dict(two)

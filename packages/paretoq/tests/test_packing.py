@@ -173,3 +173,18 @@ def test_ternary_base3_round_trip(n, k):
     assert torch.equal(packing.unpack_ternary_base3(packed, k), codes)
     with pytest.raises(ValueError, match="ternary codes"):
         packing.pack_ternary_base3(torch.full((1, 3), 3))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("k", [7, 33, 96])
+@pytest.mark.parametrize("bits", [1, 1.58, 2, 3, 4])
+def test_fast_dequantize_equals_the_reference_dequantize(bits, k, dtype):
+    """The speed case's fastest torch dequantizer: the same weight, bit for bit."""
+    w = randn(5, k, seed=k)
+    q = paretoq.QuantLinear.from_linear(torch.nn.Linear(k, 5, bias=False), bits)
+    with torch.no_grad():
+        q.weight.copy_(w)
+    p = paretoq.PackedLinear.from_quant_linear(q)
+    fast = packing.dequantize_packed_fast(p.planes, p.scale, bits, k, dtype)
+    ref = packing.dequantize_packed(p.planes, p.scale, bits, k, dtype)
+    assert fast.dtype == dtype and torch.equal(fast, ref)

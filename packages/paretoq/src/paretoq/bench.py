@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from neurips25_core.bench import Context, Suite, plot_bars, plot_lines, time_fn
+from neurips25_core.bench import Context, Suite, compare, plot_bars, plot_lines
 
 SUITE = Suite(
     name="paretoq",
@@ -47,8 +47,36 @@ QUICK_RECIPE = {
     "lr_low": 1e-3,
     "eval_batches": 6,
 }
+#: Smoke: the core's 30-step toy Llama (width 32), 3 QAT steps on batches of 4×64 bytes.
+SMOKE_RECIPE = {
+    "steps_high": 3,
+    "lr_high": 5e-4,
+    "steps_low": 3,
+    "lr_low": 1e-3,
+    "eval_batches": 1,
+    "batch_size": 4,
+    "seq_len": 64,
+}
 FULL_WIDTHS = (128, 64)
 QUICK_WIDTHS = (128,)
+
+
+def _recipe(ctx: Context) -> dict[str, Any]:
+    recipe = ctx.pick(smoke=SMOKE_RECIPE, quick=QUICK_RECIPE, full=FULL_RECIPE)
+    return {"batch_size": 16, "seq_len": 128, **recipe}
+
+
+def _base_model(ctx: Context, width: int) -> nn.Module:
+    """The pretrained tiny Llama of this mode (the toy one in smoke), or the width-64 one (full)."""
+    from neurips25_core.models import (
+        pretrained_tiny_llama,
+        pretrained_tiny_llama_for,
+        tiny_llama_config,
+    )
+
+    if width == 128:
+        return pretrained_tiny_llama_for(ctx.mode)
+    return pretrained_tiny_llama(tiny_llama_config(hidden_size=width))
 
 
 def _label(bits: float) -> str:
@@ -81,10 +109,15 @@ def _qat_run(
     seed: int,
     desc: str,
     eval_packed: bool = True,
+    batch_size: int = 16,
+    seq_len: int = 128,
 ) -> dict[str, float]:
-    """Quantize a copy of ``base`` at ``bits``, measure PTQ, fine-tune, measure QAT and the changes."""
+    """Quantize a copy of ``base`` at ``bits``, measure PTQ, fine-tune, measure QAT and the changes.
+
+    The fine-tuning is :func:`paretoq.train_qat` (AdamW, weight decay 0, no warm-up, cosine to 0).
+    """
     import paretoq
-    from neurips25_core.models import evaluate_bpb, train
+    from neurips25_core.models import evaluate_bpb
 
     model = copy.deepcopy(base)
     out: dict[str, float] = {}
@@ -96,11 +129,9 @@ def _qat_run(
     }  # fmt: skip
     w0 = {n: m.weight.detach().clone() for n, m in layers.items()}
     codes0 = _codes(model) if bits < 16 else {}
-    res = train(
-        model, corpus, steps,
-        optimizer=lambda params: torch.optim.AdamW(params, lr=lr, weight_decay=0.0, betas=(0.9, 0.95)),
-        warmup=0, min_lr_ratio=0.0, seed=seed, desc=desc,
-    )  # fmt: skip
+    res = paretoq.train_qat(
+        model, corpus, bits, steps, lr, seed=seed, batch_size=batch_size, seq_len=seq_len
+    )
     out["qat_bpb"] = evaluate_bpb(model, corpus, num_batches=eval_batches)
     out["train_seconds"] = res.seconds
     num = sum(float((m.weight.detach() - w0[n]).pow(2).sum()) for n, m in layers.items())
@@ -165,17 +196,19 @@ def _pareto_plot(
 def qat_reproduction(ctx: Context) -> None:
     """PTQ vs QAT bits/byte per bit width and model width; weight change; the loss-vs-size front."""
     from neurips25_core.data import stdlib_corpus
-    from neurips25_core.models import evaluate_bpb, pretrained_tiny_llama, tiny_llama_config
+    from neurips25_core.models import evaluate_bpb
 
-    recipe = QUICK_RECIPE if ctx.quick else FULL_RECIPE
-    widths = QUICK_WIDTHS if ctx.quick else FULL_WIDTHS
+    recipe = _recipe(ctx)
+    qat_bits = ctx.pick(smoke=(4, 2), quick=QAT_BITS, full=QAT_BITS)
+    widths = FULL_WIDTHS if ctx.full else QUICK_WIDTHS
     corpus = stdlib_corpus()
     eb = recipe["eval_batches"]
+    shape = {"batch_size": recipe["batch_size"], "seq_len": recipe["seq_len"]}
     front: dict[str, list[tuple[float, float]]] = {}
     change_by_width: dict[str, list[float]] = {}
     for width in widths:
-        config = None if width == 128 else tiny_llama_config(hidden_size=width)
-        base = pretrained_tiny_llama(config)
+        base = _base_model(ctx, width)
+        width = base.config.hidden_size  # 32: the toy model of smoke mode
         fp_bpb = evaluate_bpb(base, corpus, num_batches=eb)
         n_params = sum(p.numel() for p in base.parameters())
         ctx.log(
@@ -194,8 +227,9 @@ def qat_reproduction(ctx: Context) -> None:
         ctx.record("fp_pretrained_bpb", fp_bpb, "bits/byte", width=width, params=n_params)
         # FP baseline trained further with the longest (≤2-bit) recipe: QAT gets no extra-training edge.
         fp = _qat_run(
-            base, corpus, 16, recipe["steps_low"], recipe["lr_low"], eb, seed=1, desc=f"FP w{width}"
-        )
+            base, corpus, 16, recipe["steps_low"], recipe["lr_low"], eb, seed=1,
+            desc=f"FP w{width}", **shape,
+        )  # fmt: skip
         ctx.record("fp_continued_bpb", fp["qat_bpb"], "bits/byte", baseline="FP pretrained",
                    baseline_value=fp_bpb, width=width, steps=recipe["steps_low"], lr=recipe["lr_low"])  # fmt: skip
         _log_run(
@@ -211,11 +245,11 @@ def qat_reproduction(ctx: Context) -> None:
         front.setdefault("FP (16-bit)", []).append((fp["size_bits"] / 8e6, fp["qat_bpb"]))
         changes = []
         runs: dict[float, dict[str, Any]] = {}
-        for bits in QAT_BITS:
+        for bits in qat_bits:
             low = bits <= 2
             steps = recipe["steps_low"] if low else recipe["steps_high"]
             lr = recipe["lr_low"] if low else recipe["lr_high"]
-            eval_packed = not ctx.quick or bits == 2
+            eval_packed = ctx.full or bits == 2
             r = _qat_run(
                 base,
                 corpus,
@@ -226,6 +260,7 @@ def qat_reproduction(ctx: Context) -> None:
                 seed=1,
                 desc=f"QAT {_label(bits)} w{width}",
                 eval_packed=eval_packed,
+                **shape,
             )
             common = {"width": width, "bits": bits, "steps": steps, "lr": lr}
             _log_run(
@@ -287,10 +322,10 @@ def qat_reproduction(ctx: Context) -> None:
             changes.append(r["weight_change"])
             runs[bits] = {"steps": steps, "lr": lr, **r}
         change_by_width[f"width {width}"] = changes
-        if not ctx.quick and width == 128:
+        if ctx.full and width == 128:
             _equal_budgets(ctx, base, corpus, recipe, fp, runs, width)
     _pareto_plot(front, ctx.path("pareto.png"), f"ParetoQ reduced reproduction ({ctx.mode})")
-    plot_bars([_label(b) for b in QAT_BITS], change_by_width, ctx.path("weight_change.png"),
+    plot_bars([_label(b) for b in qat_bits], change_by_width, ctx.path("weight_change.png"),
               ylabel="‖W_qat − W_fp‖ / ‖W_fp‖", title="Relative latent-weight change after QAT")  # fmt: skip
 
 
@@ -327,6 +362,8 @@ def _equal_budgets(ctx: Context, base, corpus, recipe, fp_long, runs, width: int
                     seed=1,
                     desc=f"{_label(bits)} w{width} {name}",
                     eval_packed=False,
+                    batch_size=recipe["batch_size"],
+                    seq_len=recipe["seq_len"],
                 )
                 _log_run(
                     ctx,
@@ -360,13 +397,22 @@ def _equal_budgets(ctx: Context, base, corpus, recipe, fp_long, runs, width: int
 
 @SUITE.case("packed_matmul_cpu", kind="speed")
 def packed_matmul_cpu(ctx: Context) -> None:
-    """Packed matmul (torch path) vs dense fp32 nn.Linear and vs dequantize+matmul, M = 1, 8, 64."""
-    import paretoq
-    from neurips25_core.testing import randn
+    """Packed matmul (torch path) vs fp32 nn.Linear and vs dequantize+matmul (two dequantizers).
 
-    n = k = 1024 if ctx.quick else 2048
-    bits_list = (2, 4) if ctx.quick else QAT_BITS
-    ms = (1, 8, 64)
+    Interleaved medians (``neurips25_core.bench.compare``) at the machine's default thread count.
+    Two dequantize-then-matmul baselines: ``PackedLinear.dequantize`` (the unoptimised reference:
+    one ``torch.cat`` of shifted slices per plane, int64 codes) and the fastest torch dequantizer
+    we have (:func:`paretoq.packing.dequantize_packed_fast`: one broadcast shift over all the words,
+    int32 codes); ``time_vs_dequant`` is against the faster of the two in this run.
+    """
+    import paretoq
+    from neurips25_core.testing import assert_close, randn
+    from paretoq.packing import dequantize_packed_fast
+
+    n = k = ctx.pick(smoke=256, quick=1024, full=2048)
+    bits_list = ctx.pick(smoke=(2,), quick=(2, 4), full=QAT_BITS)
+    ms = ctx.pick(smoke=(1, 8), quick=(1, 8, 64), full=(1, 8, 64))
+    min_time = ctx.pick(smoke=0.02, quick=0.2, full=0.5)
     lin = nn.Linear(k, n, bias=False)
     with torch.no_grad():
         lin.weight.copy_(randn(n, k, seed=0, scale=0.02))
@@ -375,59 +421,45 @@ def packed_matmul_cpu(ctx: Context) -> None:
         q = paretoq.QuantLinear.from_linear(copy.deepcopy(lin), bits)
         p = paretoq.PackedLinear.from_quant_linear(q, backend="torch")
         stored = p.stored_bits() / 8
-        ctx.record(
-            "weight_bytes",
-            stored,
-            "B",
-            baseline="fp32 dense",
-            baseline_value=n * k * 4,
-            bits=bits,
-            N=n,
-            K=k,
-        )
-        ctx.record(
-            "weight_bytes_vs_bf16",
-            stored,
-            "B",
-            baseline="bf16 dense",
-            baseline_value=n * k * 2,
-            bits=bits,
-            N=n,
-            K=k,
-        )
+        ctx.record("weight_bytes", stored, "B", baseline="fp32 dense", baseline_value=n * k * 4,
+                   bits=bits, N=n, K=k)  # fmt: skip
+        ctx.record("weight_bytes_vs_bf16", stored, "B", baseline="bf16 dense",
+                   baseline_value=n * k * 2, bits=bits, N=n, K=k)  # fmt: skip
         ys = []
         with torch.inference_mode():
             for m in ms:
                 x = randn(m, k, seed=m)
-                dense = time_fn(lambda x=x: lin(x))
-                ours = time_fn(lambda x=x, p=p: p(x))
-                deq = time_fn(lambda x=x, p=p: x @ p.dequantize().T)
-                ctx.record(
-                    "time",
-                    ours.median,
-                    "s",
-                    baseline="fp32 nn.Linear",
-                    baseline_value=dense.median,
-                    bits=bits,
-                    M=m,
-                    N=n,
-                    K=k,
+                fns = _packed_fns(x, lin, p, dequantize_packed_fast)
+                ref = fns["dequantize+matmul (reference)"]()
+                for name, fn in fns.items():  # outputs equal before anything is timed
+                    if name != "fp32 nn.Linear":
+                        assert_close(fn(), ref, rtol=1e-5, name=name)
+                cmp = compare(fns, baseline="fp32 nn.Linear", min_time=min_time)
+                shape = dict(bits=bits, M=m, N=n, K=k)
+                cmp.record(ctx, metric="time", **shape)
+                ours = cmp["packed (torch)"].median
+                deq = min(
+                    ("dequantize+matmul (reference)", "dequantize+matmul (fast)"),
+                    key=lambda name: cmp[name].median,
                 )
-                ctx.record(
-                    "time_vs_dequant",
-                    ours.median,
-                    "s",
-                    baseline="dequantize+matmul",
-                    baseline_value=deq.median,
-                    bits=bits,
-                    M=m,
-                    N=n,
-                    K=k,
-                )
-                ys.append(dense.median / ours.median)
+                ctx.record("time_vs_dequant", ours, "s", baseline=deq,
+                           baseline_value=cmp[deq].median, **shape)  # fmt: skip
+                ys.append(cmp.ratios["packed (torch)"])
         speedups[_label(bits)] = ys
     plot_lines(list(ms), speedups, ctx.path("packed_matmul_cpu.png"), xlabel="M (tokens)",
-               ylabel="speed-up vs fp32 nn.Linear (>1: packed faster)", title=f"CPU packed matmul, N=K={n}", logx=True)  # fmt: skip
+               ylabel="speed-up vs fp32 nn.Linear (median; >1: packed faster)",
+               title=f"CPU packed matmul, N=K={n}", logx=True)  # fmt: skip
+
+
+def _packed_fns(x, lin, p, fast) -> dict:
+    """The timed paths of one shape; the first, dense fp32 ``nn.Linear``, is the baseline."""
+    planes, scale, bits, k = p.planes, p.scale, p.bits, p.in_features
+    return {
+        "fp32 nn.Linear": lambda: lin(x),
+        "packed (torch)": lambda: p(x),
+        "dequantize+matmul (reference)": lambda: x @ p.dequantize().T,
+        "dequantize+matmul (fast)": lambda: x @ fast(planes, scale, bits, k, torch.float32).T,
+    }
 
 
 @SUITE.case("model_size", kind="speed")
@@ -436,7 +468,8 @@ def model_size(ctx: Context) -> None:
     import paretoq
     from neurips25_core.models import tiny_llama, tiny_llama_config
 
-    config = tiny_llama_config(hidden_size=128 if ctx.quick else 256)
+    hidden = ctx.pick(smoke=32, quick=128, full=256)
+    config = tiny_llama_config(hidden_size=hidden, num_heads=2 if ctx.smoke else 4)
     fp_bits = paretoq.model_size_bits(tiny_llama(config))
     for bits in QAT_BITS:
         model = paretoq.quantize_(tiny_llama(config), bits)
@@ -453,22 +486,23 @@ def model_size(ctx: Context) -> None:
                    bits=bits, hidden=config.hidden_size)  # fmt: skip
 
 
-@SUITE.case("ablation_2bit_grid", kind="quality", modes=("full",))
+@SUITE.case("ablation_2bit_grid", kind="quality")
 def ablation_2bit_grid(ctx: Context) -> None:
     """2-bit QAT: SEQ (levels ±1/4, ±3/4 of α) vs the LSQ grid (levels −2, −1, 0, 1 of α), width 128."""
     import paretoq
     from neurips25_core.data import stdlib_corpus
-    from neurips25_core.models import evaluate_bpb, pretrained_tiny_llama, train
+    from neurips25_core.models import evaluate_bpb
     from paretoq.ops import _LsqQuant
 
     class _Lsq2BitLinear(paretoq.QuantLinear):
         def quantized_weight(self) -> torch.Tensor:
             return _LsqQuant.apply(self.weight, self.alpha, 2)
 
-    recipe = FULL_RECIPE
+    recipe = _recipe(ctx)
     steps, lr, eb = recipe["steps_low"], recipe["lr_low"], recipe["eval_batches"]
     corpus = stdlib_corpus()
-    base = pretrained_tiny_llama()
+    base = _base_model(ctx, 128)
+    width = base.config.hidden_size
     out = {}
     for grid in ("SEQ", "LSQ"):
         model = paretoq.quantize_(copy.deepcopy(base), 2)
@@ -481,11 +515,8 @@ def ablation_2bit_grid(ctx: Context) -> None:
         ptq = evaluate_bpb(model, corpus, num_batches=eb)
         layers = _quantized_layers(model)
         w0 = {n: m.weight.detach().clone() for n, m in layers.items()}
-        train(
-            model, corpus, steps,
-            optimizer=lambda params: torch.optim.AdamW(params, lr=lr, weight_decay=0.0, betas=(0.9, 0.95)),
-            warmup=0, min_lr_ratio=0.0, seed=1, desc=f"2-bit {grid}",
-        )  # fmt: skip
+        paretoq.train_qat(model, corpus, 2, steps, lr, seed=1, batch_size=recipe["batch_size"],
+                          seq_len=recipe["seq_len"])  # fmt: skip
         qat = evaluate_bpb(model, corpus, num_batches=eb)
         num = sum(float((m.weight.detach() - w0[n]).pow(2).sum()) for n, m in layers.items())
         change = math.sqrt(num / sum(float(w.pow(2).sum()) for w in w0.values()))
@@ -494,7 +525,7 @@ def ablation_2bit_grid(ctx: Context) -> None:
             ctx,
             {
                 "variant": f"2bit_{grid}",
-                "width": 128,
+                "width": width,
                 "bits": 2,
                 "steps": steps,
                 "lr": lr,
@@ -503,4 +534,4 @@ def ablation_2bit_grid(ctx: Context) -> None:
         )
     for metric in ("ptq_bpb", "qat_bpb"):
         ctx.record(metric, out["SEQ"][metric], "bits/byte", baseline="LSQ 2-bit grid", baseline_value=out["LSQ"][metric],
-                   width=128, bits=2, steps=steps, lr=lr)  # fmt: skip
+                   width=width, bits=2, steps=steps, lr=lr)  # fmt: skip

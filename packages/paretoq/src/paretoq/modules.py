@@ -29,7 +29,39 @@ from paretoq.ops import (
     packed_matmul,
 )
 
-__all__ = ["PackedLinear", "QuantLinear"]
+__all__ = ["FORMAT_VERSION", "PACKED_FORMAT", "QUANT_FORMAT", "PackedLinear", "QuantLinear"]
+
+#: The ``format`` tag of a :class:`PackedLinear`'s ``_extra_state`` (int32 planes, see
+#: :mod:`paretoq.packing`) and of a :class:`QuantLinear`'s; bump ``FORMAT_VERSION`` on a change.
+PACKED_FORMAT = "paretoq.PackedLinear/int32-planar"
+QUANT_FORMAT = "paretoq.QuantLinear"
+FORMAT_VERSION = 1
+
+
+def _check_extra_state(state: Any, layer: nn.Module, fmt: str, key: str) -> None:
+    """Refuse a checkpoint whose recorded format, version, bits or sizes differ from ``layer``'s."""
+    where = f"state_dict[{key!r}]" if key else "extra_state"
+    if not isinstance(state, dict) or "format" not in state or "bits" not in state:
+        raise ValueError(
+            f"{where}: expected a dict with 'format' and 'bits' (saved by paretoq), got {state!r}"
+        )
+    if state["format"] != fmt or state.get("version") != FORMAT_VERSION:
+        raise ValueError(
+            f"{where}: checkpoint format {state['format']!r} v{state.get('version')} does not load "
+            f"into a {type(layer).__name__} ({fmt!r} v{FORMAT_VERSION})"
+        )
+    if state["bits"] != layer.bits:
+        raise ValueError(
+            f"{where}: the checkpoint holds {state['bits']}-bit weights but this "
+            f"{type(layer).__name__} is {layer.bits}-bit; build the model with bits="
+            f"{state['bits']} (paretoq.quantize_(model, {state['bits']}), then pack_)"
+        )
+    for name in ("in_features", "out_features"):
+        if name in state and state[name] != getattr(layer, name):
+            raise ValueError(
+                f"{where}: the checkpoint has {name}={state[name]}, this layer "
+                f"{getattr(layer, name)}"
+            )
 
 
 class QuantLinear(nn.Linear):
@@ -109,15 +141,29 @@ class QuantLinear(nn.Linear):
             None if self.bias is None else self.bias.to(x.dtype),
         )
 
+    def get_extra_state(self) -> dict[str, Any]:
+        """``{"format": "paretoq.QuantLinear", "version": 1, "bits": b}``, saved as ``_extra_state``."""
+        return {"format": QUANT_FORMAT, "version": FORMAT_VERSION, "bits": self.bits}
+
+    def set_extra_state(self, state: Any) -> None:
+        _check_extra_state(state, self, QUANT_FORMAT, "")
+
     def _load_from_state_dict(
         self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
     ):
         official = prefix + "weight_clip_val"
         if official in state_dict and prefix + "alpha" not in state_dict:
             state_dict[prefix + "alpha"] = state_dict.pop(official)
+        key = prefix + "_extra_state"
+        if key in state_dict:  # checked before anything is copied
+            _check_extra_state(state_dict[key], self, QUANT_FORMAT, key)
         super()._load_from_state_dict(
             state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
         )
+        # The official checkpoints (and ours from before the format tag) carry no _extra_state:
+        # α's shape still has to fit, and the bit width is the one this layer was built with.
+        if key in missing_keys:
+            missing_keys.remove(key)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, bits={self.bits}"
@@ -129,6 +175,11 @@ class PackedLinear(nn.Module):
     Buffers: ``qweight`` (first plane, int32 ``(out, K_pad·b/32)``), ``qweight_hi`` (3-bit only:
     the 1-bit high plane), ``scale`` ``(out,)``; ``bias`` optional. ``backend`` selects the matmul
     (``"auto"``: Triton on CUDA, torch on CPU). Build with :meth:`from_quant_linear`.
+
+    The state dict also holds ``_extra_state``, the format tag (bits, in/out features, layout,
+    version): a strict ``load_state_dict`` of a checkpoint without it, or of another bit width
+    (a 2-bit checkpoint into a ternary layer has the same buffer shapes), raises ``ValueError``
+    before any buffer is copied.
     """
 
     def __init__(
@@ -192,6 +243,33 @@ class PackedLinear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return packed_matmul(
             x, self.planes, self.scale, self.bits, self.in_features, self.bias, backend=self.backend
+        )
+
+    def get_extra_state(self) -> dict[str, Any]:
+        """The format tag saved as ``_extra_state``: bits, in_features, layout and version.
+
+        Two bit widths can share buffer shapes (1.58 and 2 bits are both one 2-bit plane), so the
+        buffers alone cannot tell a ternary checkpoint from a 2-bit one; this tag can.
+        """
+        return {
+            "format": PACKED_FORMAT,
+            "version": FORMAT_VERSION,
+            "bits": self.bits,
+            "in_features": self.in_features,
+            "out_features": self.out_features,
+        }
+
+    def set_extra_state(self, state: Any) -> None:
+        _check_extra_state(state, self, PACKED_FORMAT, "")
+
+    def _load_from_state_dict(
+        self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+    ):
+        key = prefix + "_extra_state"
+        if key in state_dict:  # checked before anything is copied
+            _check_extra_state(state_dict[key], self, PACKED_FORMAT, key)
+        super()._load_from_state_dict(
+            state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
         )
 
     def stored_bits(self) -> int:

@@ -32,6 +32,7 @@ __all__ = [
     "K_ALIGN",
     "PLANES",
     "dequantize_packed",
+    "dequantize_packed_fast",
     "pack_codes",
     "pack_ternary_base3",
     "packed_matmul_torch",
@@ -178,6 +179,41 @@ def dequantize_packed(
     codes = None
     for (pb, _, f), words in zip(specs, planes):
         c = unpack_codes(words, pb, in_features).to(dtype) * f
+        codes = c if codes is None else codes + c
+    zero = sum(f * z for _, z, f in specs)
+    return scale.to(dtype)[:, None] * (codes - zero)
+
+
+def dequantize_packed_fast(
+    planes: list[torch.Tensor],
+    scale: torch.Tensor,
+    bits: float,
+    in_features: int,
+    dtype: torch.dtype | None = None,
+) -> torch.Tensor:
+    """:func:`dequantize_packed` in fewer, larger ops: one broadcast shift over all the words.
+
+    ``(words[:, None, :] >> (i·b)) & mask`` is ``(out, 32/b, Wd)`` in int32, which reshapes to
+    ``(out, K_pad)`` in the planar order without a ``cat``. The fastest torch dequantizer of the
+    package: the dequantize-then-matmul baseline of the speed case. Same values as
+    :func:`dequantize_packed`.
+
+    Example:
+        >>> import torch, paretoq
+        >>> q = paretoq.QuantLinear.from_linear(torch.nn.Linear(40, 3, bias=False), bits=3)
+        >>> p = paretoq.PackedLinear.from_quant_linear(q)
+        >>> w = dequantize_packed_fast(p.planes, p.scale, 3, 40)
+        >>> w.shape, torch.equal(w, p.dequantize())
+        (torch.Size([3, 40]), True)
+    """
+    specs = plane_specs(bits)
+    dtype = dtype or scale.dtype
+    codes = None
+    for (pb, _, f), words in zip(specs, planes):
+        shifts = torch.arange(0, 32, pb, dtype=torch.int32, device=words.device)
+        c = (words[:, None, :] >> shifts[None, :, None]) & ((1 << pb) - 1)
+        c = c.reshape(words.shape[0], -1)[:, :in_features].to(dtype)
+        c = c if f == 1.0 else c * f
         codes = c if codes is None else codes + c
     zero = sum(f * z for _, z, f in specs)
     return scale.to(dtype)[:, None] * (codes - zero)
