@@ -1,27 +1,262 @@
 """The flashdp benchmark suite (``neurips25 bench flashdp``).
 
-Every case runs in every mode (smoke / quick / full) and sizes itself with ``ctx.pick``; the
-workspace tests run each case in smoke mode on an empty checkpoint cache.
+* ``op_speed`` (speed): the clipped weight gradient of one linear layer for every arm
+  (``nondp``, ``explicit``, ``ghost``, ``opacus``, ``flashdp`` torch), outputs checked equal first,
+  interleaved medians, peak memory of a fresh process, the cost model beside them.
+* ``sigma0_gap`` (quality): flashdp against opacus ``DPPerLayerOptimizer`` at σ = 0, 20 steps.
+* ``dp_pretraining`` (quality): the reduced reproduction: a GPT-2 (2 layers, width 64, 4 heads,
+  vocab 256, untied) pretrained from scratch on ``stdlib_corpus()`` with Poisson sampling and
+  DP-AdamW at ε = 8; ``--full`` adds a same-size Llama and the ghost and explicit arms.
+
+Every case runs in every mode and sizes itself with ``ctx.pick``.
 """
 
 from __future__ import annotations
 
-from neurips25_core.bench import Context, Suite, compare, single_thread
+import math
+import time
 
-SUITE = Suite(name="flashdp", paper="FlashDP: Private Training Large Language Models with Efficient DP-SGD", url="https://arxiv.org/abs/2507.01154")
+import torch
+
+from neurips25_core.bench import Context, Suite, compare, peak_rss_subprocess, plot_bars, single_thread
+
+SUITE = Suite(
+    name="flashdp",
+    paper="FlashDP: Private Training Large Language Models with Efficient DP-SGD",
+    url="https://arxiv.org/abs/2507.01154",
+)
+
+ARMS = ("nondp", "explicit", "ghost", "opacus", "flashdp")
 
 
-@SUITE.case("placeholder_speed", kind="speed")
-def placeholder_speed(ctx: Context) -> None:
-    """Placeholder: replace with ours vs the baseline and the peer, outputs checked equal first."""
-    import torch
+def _op(arm: str, clip: float):
+    from . import baselines, ops
 
-    n = ctx.pick(smoke=64, quick=512, full=2048)
-    a = torch.randn(n, n)
-    with single_thread():
-        result = compare(
-            {"torch.mm": lambda: a @ a, "einsum": lambda: torch.einsum("ij,jk->ik", a, a)},
-            baseline="torch.mm",
-            min_time=ctx.pick(smoke=0.01, quick=0.2, full=1.0),
+    return {
+        "nondp": lambda x, g: baselines.nondp_weight_grad(x, g),
+        "explicit": lambda x, g: baselines.explicit_clipped_weight_grad(x, g, clip),
+        "ghost": lambda x, g: baselines.ghost_clipped_weight_grad(x, g, clip),
+        "opacus": lambda x, g: baselines.opacus_clipped_weight_grad(x, g, clip),
+        "flashdp": lambda x, g: ops.clipped_linear_weight_grad(x, g, clip, backend="torch"),
+    }[arm]
+
+
+def cost_model(b: int, t: int, m: int, n: int, b_c: int = 2) -> dict[str, dict[str, float]]:
+    """FLOPs and extra bytes (fp32) of one layer's weight gradient per arm (spec §6)."""
+    base = 2 * b * t * m * n
+    return {
+        "nondp": {"flops": base, "extra_bytes": 0},
+        "explicit": {"flops": base + 3 * b * m * n, "extra_bytes": 4 * b * m * n},
+        "opacus": {"flops": base + 3 * b * m * n, "extra_bytes": 4 * b * m * n},
+        "ghost": {"flops": 2 * b * t * t * (m + n) + base, "extra_bytes": 8 * b * t * t},
+        "flashdp": {"flops": base + 3 * b * m * n, "extra_bytes": 4 * min(b, b_c) * m * n},
+    }
+
+
+_MEMORY_SETUP = """
+import torch
+from flashdp.bench import _op
+torch.set_num_threads(1)
+x = torch.randn({b}, {t}, {n}); g = torch.randn({b}, {t}, {m})
+fn = _op({arm!r}, 1.0)
+"""
+
+
+@SUITE.case("op_speed", kind="speed")
+def op_speed(ctx: Context) -> None:
+    """Op time and peak memory per arm at the issue's CPU shapes, beside the cost model."""
+    from neurips25_core.testing import assert_close
+
+    shapes = ctx.pick(
+        smoke=[(2, 8, 16, 16)],
+        quick=[(8, 128, 256, 256), (16, 64, 1024, 1024)],
+        full=[(8, 128, 256, 256), (8, 512, 512, 512), (16, 64, 1024, 1024), (4, 1024, 256, 256)],
+    )
+    memory_shapes = ctx.pick(smoke=shapes, quick=shapes[-1:], full=shapes)
+    labels, ratios = [], {a: [] for a in ARMS if a != "nondp"}
+    for b, t, m, n in shapes:
+        x, g = torch.randn(b, t, n), torch.randn(b, t, m)
+        fns = {a: _op(a, 1.0) for a in ARMS}
+        ref = fns["explicit"](x.double(), g.double())
+        for arm in ("ghost", "opacus", "flashdp"):
+            assert_close(fns[arm](x, g), ref.float(), rtol=1e-5, name=arm)
+        with single_thread():
+            result = compare(
+                {a: (lambda f=f: f(x, g)) for a, f in fns.items()},
+                baseline="nondp",
+                min_time=ctx.pick(smoke=0.01, quick=0.2, full=1.0),
+                min_rounds=ctx.pick(smoke=2, quick=5, full=7),
+            )
+        model = cost_model(b, t, m, n)
+        result.record(ctx, B=b, T=t, M=m, N=n, threads=1)
+        for arm in ARMS:
+            ctx.record("model_flops", model[arm]["flops"], "FLOP", arm=arm, B=b, T=t, M=m, N=n)
+            ctx.record("model_extra_memory", model[arm]["extra_bytes"] / 2**20, "MiB", arm=arm, B=b, T=t, M=m, N=n)
+        labels.append(f"{b},{t},{m},{n}")
+        for arm in ratios:
+            ratios[arm].append(result.timings["nondp"].median / result.timings[arm].median)
+        ctx.log(f"B,T,M,N={b},{t},{m},{n}: {result}")
+        if (b, t, m, n) in memory_shapes:
+            peaks = {}
+            for arm in ctx.pick(smoke=("explicit", "flashdp"), quick=ARMS, full=ARMS):
+                rss = peak_rss_subprocess("fn(x, g)", setup=_MEMORY_SETUP.format(b=b, t=t, m=m, n=n, arm=arm))
+                peaks[arm] = rss["delta"] / 2**20
+            for arm in peaks:
+                ctx.record("peak_extra_rss", peaks[arm], "MiB", baseline="flashdp", baseline_value=peaks["flashdp"], arm=arm, B=b, T=t, M=m, N=n)
+            ctx.log(f"peak extra RSS (MiB) at {b},{t},{m},{n}: {peaks}")
+    plot_bars(
+        labels,
+        ratios,
+        ctx.path("op_speed.png"),
+        ylabel="non-DP time / arm time (higher is faster)",
+        title="clipped weight gradient vs non-DP, 1 thread, B,T,M,N",
+    )
+
+
+def _windows(seq_len: int, count: int) -> torch.Tensor:
+    """``count`` non-overlapping training windows of ``seq_len + 1`` bytes."""
+    from neurips25_core.data import stdlib_corpus
+
+    data = stdlib_corpus().train
+    usable = (data.numel() // (seq_len + 1)) * (seq_len + 1)
+    windows = data[:usable].view(-1, seq_len + 1)
+    g = torch.Generator().manual_seed(0)
+    pick = torch.randperm(windows.shape[0], generator=g)[:count]
+    return windows[pick].long()
+
+
+def _gpt2(width: int, seq_len: int, seed: int):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    cfg = GPT2Config(
+        vocab_size=256, n_embd=width, n_layer=2, n_head=4, n_positions=seq_len,
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, tie_word_embeddings=False,
+        bos_token_id=0, eos_token_id=0,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return GPT2LMHeadModel(cfg)
+
+
+def _llama(width: int, seq_len: int, seed: int):
+    from neurips25_core.models import tiny_llama, tiny_llama_config
+
+    return tiny_llama(tiny_llama_config(hidden_size=width, num_layers=2, num_heads=4, max_position_embeddings=seq_len), seed=seed)
+
+
+def _loss(model, ids):
+    from .privacy import per_sample_lm_loss
+
+    b, t = ids.shape[0], ids.shape[1] - 1
+    # position ids carry the batch dim so the position embedding gets per-sample gradients
+    pos = torch.arange(t).expand(b, t)
+    return per_sample_lm_loss(model(input_ids=ids[:, :-1], position_ids=pos).logits, ids[:, 1:])
+
+
+def _eval_loss(model, x, y):
+    return _loss(model, torch.cat([x, y[:, -1:]], 1)).mean()
+
+
+def train_arm(arm, arch, data, *, steps, sample_rate, sigma, clip, lr, width, seed=0, progress=False):
+    """Train one arm; returns (model, stats, per-step parameter snapshots when asked)."""
+    from neurips25_core.progress import progress_bar
+
+    from . import privacy
+
+    seq_len = data.shape[1] - 1
+    model = (_gpt2 if arch == "gpt2" else _llama)(width, seq_len, seed)
+    expected = sample_rate * data.shape[0]
+    inner = torch.optim.AdamW
+    if arm == "nondp":
+        opt = inner(model.parameters(), lr=lr, weight_decay=0.0)
+        net = model
+    elif arm == "opacus":
+        from opacus import GradSampleModule
+        from opacus.optimizers import DPPerLayerOptimizer
+
+        net = GradSampleModule(model)
+        k = sum(1 for p in model.parameters() if p.requires_grad)
+        torch.manual_seed(seed + 1000)
+        opt = DPPerLayerOptimizer(
+            inner(net.parameters(), lr=lr, weight_decay=0.0), noise_multiplier=sigma,
+            max_grad_norm=[clip] * k, expected_batch_size=int(round(expected)),
         )
-    result.record(ctx, n=n)
+    else:
+        backend = {"flashdp": "torch", "ghost": "ghost", "explicit": "explicit"}[arm]
+        cfg = privacy.FlashDPConfig(max_grad_norm=clip, noise_multiplier=sigma, backend=backend)
+        net = privacy.make_private(model, cfg)
+        opt = privacy.DPOptimizer(
+            inner(net.parameters(), lr=lr, weight_decay=0.0), net, cfg, expected,
+            generator=torch.Generator().manual_seed(seed + 1000),
+        )
+    tokens, start = 0, time.perf_counter()
+    sampler = privacy.PoissonSampler(data.shape[0], sample_rate, steps, seed=seed)
+    for idx in progress_bar(sampler, total=steps, desc=f"{arch}/{arm}", enabled=progress):
+        if idx.numel() == 0 and arm == "opacus":
+            continue  # opacus has no per-sample gradients to clip on an empty batch
+        if idx.numel():
+            _loss(net, data[idx]).mean().backward()
+            tokens += idx.numel() * seq_len
+        opt.step()
+        opt.zero_grad()
+    seconds = time.perf_counter() - start
+    return model, {"tokens_per_s": tokens / seconds, "seconds": seconds}
+
+
+@SUITE.case("sigma0_gap", kind="quality")
+def sigma0_gap(ctx: Context) -> None:
+    """flashdp vs opacus DPPerLayerOptimizer at σ = 0: the largest parameter gap over 20 steps."""
+    width, seq = ctx.pick(smoke=16, quick=64, full=64), ctx.pick(smoke=16, quick=64, full=128)
+    steps = ctx.pick(smoke=3, quick=20, full=20)
+    data = _windows(seq, 1024)
+    kw = dict(steps=steps, sample_rate=16 / 1024, sigma=0.0, clip=1.0, lr=1e-3, width=width)
+    a, _ = train_arm("flashdp", "gpt2", data, **kw)
+    b, _ = train_arm("opacus", "gpt2", data, **kw)
+    gap = max(
+        float((p - q).norm() / q.norm()) for p, q in zip(a.parameters(), b.parameters(), strict=True)
+    )
+    ctx.record("max_relative_param_gap", gap, "rel", baseline="opacus", arm="flashdp", steps=steps, width=width, seq_len=seq, expected_batch=16)
+    ctx.log(f"largest relative parameter gap flashdp vs opacus after {steps} steps at σ=0: {gap:.2e}")
+
+
+@SUITE.case("dp_pretraining", kind="quality")
+def dp_pretraining(ctx: Context) -> None:
+    """The reduced reproduction: bits/byte, ε, tokens/s per arm at ε = 8, δ = 1e-5."""
+    from neurips25_core.data import stdlib_corpus
+    from neurips25_core.models import evaluate_bpb
+
+    from .privacy import PrivacyAccountant
+
+    width, seq = ctx.pick(smoke=16, quick=64, full=64), ctx.pick(smoke=32, quick=128, full=128)
+    count = ctx.pick(smoke=256, quick=4096, full=4096)
+    batch = ctx.pick(smoke=16, quick=64, full=64)
+    steps = ctx.pick(smoke=3, quick=40, full=300)
+    arches = ctx.pick(smoke=["gpt2"], quick=["gpt2"], full=["gpt2", "llama"])
+    arms = ctx.pick(smoke=list(ARMS), quick=["nondp", "flashdp", "opacus"], full=list(ARMS))
+    q, delta, target = batch / count, 1e-5, 8.0
+    data = _windows(seq, count)
+    acc = PrivacyAccountant("rdp")
+    sigma = acc.noise_multiplier_for(target, delta, q, steps)
+    acc.step(sigma, q, steps)
+    eps = acc.epsilon(delta)
+    corpus = stdlib_corpus()
+    bpb_of = {}
+    for arch in arches:
+        for arm in arms:
+            s = 0.0 if arm == "nondp" else sigma
+            model, stats = train_arm(arm, arch, data, steps=steps, sample_rate=q, sigma=s, clip=1.0, lr=1e-3, width=width, progress=True)
+            with torch.no_grad():
+                bpb = evaluate_bpb(model, corpus, batch_size=16, seq_len=seq, num_batches=ctx.pick(smoke=2, quick=8, full=20), loss_fn=_eval_loss)
+            bpb_of[(arch, arm)] = bpb
+            common = dict(arch=arch, arm=arm, steps=steps, sigma=round(s, 4), q=q, width=width, seq_len=seq)
+            ctx.record("val_bits_per_byte", bpb, "bits/byte", baseline="nondp" if arm != "nondp" else None, baseline_value=bpb_of.get((arch, "nondp")) if arm != "nondp" else None, **common)
+            ctx.record("tokens_per_s", stats["tokens_per_s"], "tok/s", lower_is_better=False, **common)
+            ctx.record("epsilon", math.inf if arm == "nondp" else eps, "eps", delta=delta, **common)
+            ctx.log(f"{arch}/{arm}: {bpb:.4f} bits/byte, {stats['tokens_per_s']:.0f} tok/s, σ={s:.4f}, ε={eps if arm != 'nondp' else math.inf:.3f}")
+    plot_bars(
+        arms,
+        {arch: [bpb_of[(arch, arm)] for arm in arms] for arch in arches},
+        ctx.path("dp_pretraining.png"),
+        ylabel="validation bits/byte",
+        title=f"after {steps} steps, DP arms at eps = {eps:.2f}, delta = 1e-5",
+    )
