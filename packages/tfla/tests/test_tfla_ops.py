@@ -295,9 +295,7 @@ def test_qk_scale_on_the_triton_path(make_inputs):
     if not triton_usable():
         pytest.skip("needs triton with a GPU or TRITON_INTERPRET=1")
     xs = make_inputs(1, 1, 20, 16, 8, seed=3)
-    h, (C, n, m) = tfla.mlstm(
-        *xs, chunk_size=16, qk_scale=0.1, return_last_state=True, backend="triton"
-    )
+    h = tfla.mlstm(*xs, chunk_size=16, qk_scale=0.1, backend="triton")
     x64 = [x.detach().double().requires_grad_() for x in xs]
     ref = tfla.mlstm(*x64, chunk_size=16, qk_scale=0.1, backend="reference")
     assert_close(h, ref, rtol=1e-5)
