@@ -16,7 +16,7 @@ def test_suite_cases():
 def test_cost_model_ghost_wins_only_at_short_sequences():
     m = n = 4096
     short, long = cost_model(8, 32, m, n), cost_model(8, 2048, m, n)
-    assert short["ghost"]["flops"] < short["flashdp"]["flops"] + 2 * 8 * 32 * 32 * (m + n)
+    assert short["ghost"]["flops"] < short["flashdp"]["flops"]
     # T² ≲ MN/(M+N) = 2048: ghost's extra Gram FLOPs exceed the per-sample ones at long T
     assert long["ghost"]["flops"] > long["flashdp"]["flops"]
     assert short["flashdp"]["extra_bytes"] == 4 * 2 * m * n
