@@ -496,7 +496,7 @@ def _write_sweep_table(ctx: Context, rows, best, summary, tokens: int) -> None:
         seed0 = "div" if first["diverged"] else f"{first['val_loss']:.4f}"
         cell = "div" if math.isnan(mean) else (f"{mean:.4f} ± {sd:.4f}" if len(rs) > 1 else "")
         if lr == best[name]:
-            seed0, cell = f"**{seed0}**", f"**{cell}**"
+            seed0, cell = f"**{seed0}**", f"**{cell}**" if cell else ""
         lines.append(f"| {ARM_LABELS[name]} | {lr:g} | {seed0} | {cell} | {len(rs)} |")
     lines += [
         "",
