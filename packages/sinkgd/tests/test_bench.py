@@ -16,6 +16,7 @@ def test_suite_declares_quality_memory_and_speed():
     assert SUITE.name == "sinkgd"
     assert {c.name: c.kind for c in SUITE.cases} == {
         "quality": "quality",
+        "control": "quality",
         "memory": "speed",
         "speed": "speed",
     }
@@ -197,3 +198,19 @@ def test_quality_case_aggregates_runs(mode, tmp_path, monkeypatch):
     assert len(runs) == sum(r.params["seeds"] for r in by_metric["val_loss"])
     assert (tmp_path / "quality_val_loss.png").exists()
     assert (tmp_path / "quality_lr_sweep.png").exists()
+
+
+def test_control_case_sweeps_the_split_adamw(tmp_path, monkeypatch):
+    import sinkgd.bench as bench
+
+    from neurips25_core.bench import Context
+
+    monkeypatch.setattr(
+        bench, "train_one", lambda name, lr, seed, *a: _fake_run(name, lr, seed, best_lr=1e-3)
+    )
+    ctx = Context(suite="sinkgd", case="control", mode="full", out_dir=tmp_path)
+    bench.control(ctx)
+    rows = {r.params["lr"]: r for r in ctx.results}
+    # 1e-3 is the grid's lower edge: extended to 5e-4, which brackets it
+    assert set(rows) == {5e-4, 1e-3, 2e-3} and rows[1e-3].params["best"]
+    assert sorted(r.params["seeds"] for r in rows.values()) == [1, 1, 3]

@@ -470,6 +470,46 @@ def quality(ctx: Context) -> None:
     )
 
 
+@SUITE.case("control", kind="quality")
+def control(ctx: Context) -> None:
+    """The AdamW control with the hybrids' grouping and embedding/head/norm lr (same sizes as quality)."""
+    size, steps, batch_size, seq_len, evals = QUALITY_SIZES[ctx.mode]
+    grid, _ = CONTROL_SWEEP["adamw_split"]
+    sweep = {
+        "adamw_split": ctx.pick(smoke=(grid[:1], (0,)), quick=(grid[:1], (0,)), full=(grid, (0,)))
+    }
+    seeds = ctx.pick(smoke=(0,), quick=(0,), full=FULL_SEEDS)
+    log = ctx.path("control_runs.jsonl")
+    log.write_text("")
+
+    def train(arm: str, lr: float, seed: int) -> dict[str, Any]:
+        run = train_one(arm, lr, seed, steps, size, batch_size, seq_len, evals)
+        with log.open("a") as f:
+            f.write(json.dumps(run) + "\n")
+        return run
+
+    with single_thread():  # as in the quality case
+        runs, best = run_sweep(sweep, seeds, train, extend=ctx.full)
+    rows: dict[float, list[dict[str, Any]]] = {}
+    for r in runs:
+        rows.setdefault(r["lr"], []).append(r)
+    for lr, rs in sorted(rows.items()):
+        mean, sd = _row_stats(rs)
+        ctx.record(
+            "val_loss",
+            mean,
+            "nats",
+            optimizer="adamw_split",
+            lr=lr,
+            embed_head_norm_lr=3e-3,
+            best=lr == best["adamw_split"],
+            seeds=len(rs),
+            seed0=round(next(r for r in rs if r["seed"] == seeds[0])["val_loss"], 4),
+            std=round(sd, 4),
+            tokens=rs[0]["tokens"],
+        )
+
+
 def _row_stats(rs: list[dict[str, Any]]) -> tuple[float, float]:
     if not rs or any(r["diverged"] for r in rs):
         return float("nan"), float("nan")
