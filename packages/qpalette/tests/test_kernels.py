@@ -37,6 +37,7 @@ def test_qmatmul_checks_inputs():
         qmatmul(torch.randn(1, 32), qm)
 
 
+@pytest.mark.slow  # ~8 s under the interpreter
 def test_gpu_benchmark_toy(tmp_path):
     import importlib.util
     from pathlib import Path

@@ -105,8 +105,14 @@ class QPaletteLinear(nn.Module):
         return hadamard_transform(x, self.signs)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        w = self.dense_weight()
-        y = self.rotate_input(x).to(w.dtype) @ w.T
+        if self.qweight is not None and x.is_cuda:
+            from .ops import qmatmul  # Triton dequant-GEMV (codes copied to the device per call)
+
+            y = qmatmul(self.rotate_input(x), self.qweight)
+        else:
+            w = self.dense_weight()
+            w = w if w.device == x.device else w.to(x.device)
+            y = self.rotate_input(x).to(w.dtype) @ w.T
         if self.bias is not None:
             y = y + self.bias.to(y.dtype)
         return y.to(x.dtype)
@@ -170,6 +176,8 @@ class FusedGroup(nn.Module):
     def compute(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """All members' outputs for input x: one rotation, one matmul."""
         w = self.weight()
+        if w.device != x.device:
+            self._weight = w = w.to(x.device)
         y = self.members[0].rotate_input(x).to(w.dtype) @ w.T
         outs = list(torch.split(y, self.splits, dim=-1))
         for i, m in enumerate(self.members):
