@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from flashdp.bench import SUITE, cost_model
 
 
@@ -21,3 +22,29 @@ def test_cost_model_ghost_wins_only_at_short_sequences():
     assert long["ghost"]["flops"] > long["flashdp"]["flops"]
     assert short["flashdp"]["extra_bytes"] == 4 * 2 * m * n
     assert short["explicit"]["extra_bytes"] == 4 * 8 * m * n
+
+
+@pytest.mark.slow  # ~27 s: a subprocess, the interpreter, a toy Llama step
+def test_gpu_script_toy(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu.py"
+    out = tmp_path / "gpu.json"
+    env = {**os.environ, "TRITON_INTERPRET": os.environ.get("TRITON_INTERPRET", "1")}
+    proc = subprocess.run(
+        [sys.executable, str(script), "--toy", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert {r["backend"] for r in result["correctness"]} == {"torch", "triton", "explicit", "ghost"}
+    assert all(r["ok"] for r in result["correctness"]), result["correctness"]
+    assert result["speed"][0]["triton_streamed_ms"] > 0
+    assert result["end_to_end"]["flashdp"]["tokens_per_s"] > 0

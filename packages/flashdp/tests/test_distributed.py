@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import flashdp
 import pytest
 import torch
 from torch import nn
 
-import flashdp
 from neurips25_core.distributed import run_distributed
 from neurips25_core.testing import assert_close, randn
 
@@ -18,7 +18,9 @@ def _train(x, y, sigma, ddp=False, rank=0, world=1, steps=2):
     model = flashdp.make_private(model, cfg)
     wrapped = nn.parallel.DistributedDataParallel(model) if ddp else model
     gen = torch.Generator().manual_seed(11)  # seeded alike on every rank
-    opt = flashdp.DPOptimizer(torch.optim.SGD(model.parameters(), lr=0.5), wrapped, cfg, x.shape[0], generator=gen)
+    opt = flashdp.DPOptimizer(
+        torch.optim.SGD(model.parameters(), lr=0.5), wrapped, cfg, x.shape[0], generator=gen
+    )
     shard = x.shape[0] // world
     xs, ys = x[rank * shard : (rank + 1) * shard], y[rank * shard : (rank + 1) * shard]
     for _ in range(steps):

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from flashdp import ops, reference
+
 from neurips25_core.device import triton_usable
 from neurips25_core.testing import assert_close, poisoned_empty, randn
 
 pytestmark = pytest.mark.skipif(
-    not triton_usable(), reason="triton needs a GPU or TRITON_INTERPRET=1 (the root conftest sets it)"
+    not triton_usable(),
+    reason="triton needs a GPU or TRITON_INTERPRET=1 (the root conftest sets it)",
 )
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 SHAPES = [(1, 1, 1, 1), (3, 7, 5, 9), (5, 63, 17, 33), (2, 1, 64, 48)]
@@ -28,7 +29,11 @@ def test_streamed_kernel_matches_reference(shape):
     out.copy_(w)
     assert_close(out, ref.float(), rtol=1e-5)
     assert_close(norms, reference.per_sample_norms(x, g).float(), rtol=1e-5)
-    assert_close(ops.per_sample_norms(x, g, backend="triton"), reference.per_sample_norms(x, g).float(), rtol=1e-5)
+    assert_close(
+        ops.per_sample_norms(x, g, backend="triton"),
+        reference.per_sample_norms(x, g).float(),
+        rtol=1e-5,
+    )
 
 
 def test_streamed_kernel_4d_chunks_and_determinism():
@@ -37,7 +42,10 @@ def test_streamed_kernel_4d_chunks_and_determinism():
     clip = float(reference.per_sample_norms(x, g).median())
     ref = reference.clipped_linear_weight_grad(x, g, clip)
     # chunk_bytes=1 → one sample per chunk; the default 2·|W| → two; huge → all five
-    runs = [ops.clipped_linear_weight_grad(x, g, clip, backend="triton", chunk_bytes=cb) for cb in (1, None, 10**9)]
+    runs = [
+        ops.clipped_linear_weight_grad(x, g, clip, backend="triton", chunk_bytes=cb)
+        for cb in (1, None, 10**9)
+    ]
     for w in runs:
         assert_close(w, ref.float(), rtol=1e-5)
     again = ops.clipped_linear_weight_grad(x, g, clip, backend="triton")

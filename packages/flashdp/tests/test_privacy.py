@@ -5,12 +5,12 @@ from __future__ import annotations
 import copy
 import math
 
+import flashdp
 import pytest
 import torch
+from flashdp import FlashDPConfig, make_private
 from torch import nn
 
-import flashdp
-from flashdp import FlashDPConfig, make_private
 from neurips25_core.testing import assert_close, randint, randn
 
 
@@ -33,8 +33,15 @@ def _gpt2(vocab=32, width=16, layers=1, heads=2, positions=8):
     from transformers import GPT2Config, GPT2LMHeadModel
 
     cfg = GPT2Config(
-        vocab_size=vocab, n_embd=width, n_layer=layers, n_head=heads, n_positions=positions,
-        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, tie_word_embeddings=False,
+        vocab_size=vocab,
+        n_embd=width,
+        n_layer=layers,
+        n_head=heads,
+        n_positions=positions,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        tie_word_embeddings=False,
     )
     torch.manual_seed(0)
     return GPT2LMHeadModel(cfg).eval()
@@ -43,7 +50,9 @@ def _gpt2(vocab=32, width=16, layers=1, heads=2, positions=8):
 def _llama(vocab=32, width=16):
     from neurips25_core.models import tiny_llama, tiny_llama_config
 
-    return tiny_llama(tiny_llama_config(hidden_size=width, num_layers=1, num_heads=2, vocab_size=vocab), seed=0).eval()
+    return tiny_llama(
+        tiny_llama_config(hidden_size=width, num_layers=1, num_heads=2, vocab_size=vocab), seed=0
+    ).eval()
 
 
 def _lm_loss(model, ids, positions):
@@ -64,7 +73,9 @@ def test_transformer_grads_match_the_per_sample_reference(arch):
         return _lm_loss(m, ids[i : i + 1], pos[i : i + 1]).sum()
 
     # the reference runs on the original modules, before make_private swaps them
-    ref = _per_sample_reference(model, sample_loss, b, {k: 0.05 for k, _ in model.named_parameters()})
+    ref = _per_sample_reference(
+        model, sample_loss, b, {k: 0.05 for k, _ in model.named_parameters()}
+    )
     model = make_private(model, cfg).double()
     kinds = {type(m).__name__ for m in model.modules()}
     assert {"DPEmbedding", "DPLinear"} <= kinds
@@ -88,7 +99,9 @@ def test_embedding_with_repeated_ids_and_padding():
         return (m(ids[i : i + 1]) * w[i : i + 1]).sum()
 
     ref = _per_sample_reference(nn.Sequential(emb), sample_loss, 3, {"0.weight": 0.7})
-    model = make_private(nn.Sequential(copy.deepcopy(emb)), FlashDPConfig(0.7, 0.0, loss_reduction="sum"))
+    model = make_private(
+        nn.Sequential(copy.deepcopy(emb)), FlashDPConfig(0.7, 0.0, loss_reduction="sum")
+    )
     (model(ids) * w).sum().backward()
     assert_close(model[0].weight.grad, ref["0.weight"], rtol=1e-12)
 
@@ -107,8 +120,10 @@ def test_linear_tanh_linear_matches_opacus_per_layer_at_sigma_zero():
     y = randn(b, t, 3, seed=2, dtype=torch.float64)
     theirs = GradSampleModule(_mlp())
     opt = DPPerLayerOptimizer(
-        torch.optim.SGD(theirs.parameters(), lr=0.0), noise_multiplier=0.0,
-        max_grad_norm=[c] * 4, expected_batch_size=b,
+        torch.optim.SGD(theirs.parameters(), lr=0.0),
+        noise_multiplier=0.0,
+        max_grad_norm=[c] * 4,
+        expected_batch_size=b,
     )
     ((theirs(x) - y) ** 2).sum((1, 2)).mean().backward()
     opt.pre_step()
@@ -121,7 +136,9 @@ def test_linear_tanh_linear_matches_opacus_per_layer_at_sigma_zero():
     def sample_loss(m, i):
         return ((m(x[i : i + 1]) - y[i : i + 1]) ** 2).sum()
 
-    ref = _per_sample_reference(_mlp(), sample_loss, b, {k: c for k, _ in _mlp().named_parameters()})
+    ref = _per_sample_reference(
+        _mlp(), sample_loss, b, {k: c for k, _ in _mlp().named_parameters()}
+    )
     for (name, p), q in zip(ours.named_parameters(), theirs._module.parameters(), strict=True):
         assert_close(p.grad, q.grad, rtol=3e-16, name=f"{name} vs opacus")
         # the per-sample loop sums in another order: the float64 bar of the spec (1e-10)
@@ -169,8 +186,13 @@ def test_two_micro_batches_equal_one_batch_and_noise_is_drawn_once():
 def test_noise_std_is_sigma_c_tot_over_expected_batch():
     cfg = FlashDPConfig(max_grad_norm=0.5, noise_multiplier=1.3)
     m = make_private(nn.Sequential(nn.Linear(1000, 500)), cfg)  # K = 2 groups, ~5·10⁵ weights
-    opt = flashdp.DPOptimizer(torch.optim.SGD(m.parameters(), lr=0.0), m, cfg, 16.0,
-                              generator=torch.Generator().manual_seed(0))
+    opt = flashdp.DPOptimizer(
+        torch.optim.SGD(m.parameters(), lr=0.0),
+        m,
+        cfg,
+        16.0,
+        generator=torch.Generator().manual_seed(0),
+    )
     draws = []
     for _ in range(2):
         opt.zero_grad()
@@ -182,7 +204,9 @@ def test_noise_std_is_sigma_c_tot_over_expected_batch():
     assert abs(float(noise.std()) / expected - 1) < 0.01
     split = FlashDPConfig(max_grad_norm=0.5, noise_multiplier=1.3, allocation="split")
     ms = make_private(nn.Sequential(nn.Linear(3, 2)), split)
-    assert flashdp.DPOptimizer(torch.optim.SGD(ms.parameters(), lr=0.1), ms, split, 4).total_norm == pytest.approx(0.5)
+    assert flashdp.DPOptimizer(
+        torch.optim.SGD(ms.parameters(), lr=0.1), ms, split, 4
+    ).total_norm == pytest.approx(0.5)
     assert all(c == pytest.approx(0.5 / math.sqrt(2)) for _, _, c in flashdp.dp_groups(ms))
 
 
@@ -190,7 +214,9 @@ def test_empty_batch_still_steps_and_counts():
     cfg = FlashDPConfig(max_grad_norm=1.0, noise_multiplier=1.0)
     m = make_private(nn.Sequential(nn.Linear(3, 2)), cfg)
     acc = flashdp.PrivacyAccountant("rdp")
-    opt = flashdp.DPOptimizer(torch.optim.SGD(m.parameters(), lr=0.1), m, cfg, 4, accountant=acc, sample_rate=0.1)
+    opt = flashdp.DPOptimizer(
+        torch.optim.SGD(m.parameters(), lr=0.1), m, cfg, 4, accountant=acc, sample_rate=0.1
+    )
     before = m[0].weight.detach().clone()
     opt.step()
     assert opt.steps == 1 and acc.history == [(1.0, 0.1, 1)]
@@ -236,9 +262,13 @@ def test_bad_input_names_the_argument():
     with pytest.raises(ValueError, match="tied"):
         make_private(tied, cfg)
     with pytest.raises(ValueError, match="outside DP layers"):
-        make_private(nn.Sequential(nn.Embedding(5, 3), nn.Linear(3, 2)), FlashDPConfig(1.0, 1.0, skip=("0",)))
+        make_private(
+            nn.Sequential(nn.Embedding(5, 3), nn.Linear(3, 2)), FlashDPConfig(1.0, 1.0, skip=("0",))
+        )
     with pytest.raises(TypeError, match="Conv2d"):
-        make_private(nn.Sequential(nn.Conv2d(1, 1, 3)), FlashDPConfig(1.0, 1.0, target_modules=[nn.Conv2d]))
+        make_private(
+            nn.Sequential(nn.Conv2d(1, 1, 3)), FlashDPConfig(1.0, 1.0, target_modules=[nn.Conv2d])
+        )
     with pytest.raises(ValueError, match="outside DP layers"):
         make_private(nn.Sequential(nn.Conv2d(1, 1, 3)), cfg)
     with pytest.raises(ValueError, match="mechanism"):

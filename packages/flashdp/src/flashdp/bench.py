@@ -18,7 +18,14 @@ import time
 
 import torch
 
-from neurips25_core.bench import Context, Suite, compare, peak_rss_subprocess, plot_bars, single_thread
+from neurips25_core.bench import (
+    Context,
+    Suite,
+    compare,
+    peak_rss_subprocess,
+    plot_bars,
+    single_thread,
+)
 
 SUITE = Suite(
     name="flashdp",
@@ -78,11 +85,12 @@ def op_speed(ctx: Context) -> None:
         x, g = torch.randn(b, t, n), torch.randn(b, t, m)
         fns = {a: _op(a, 1.0) for a in ARMS}
         ref = fns["explicit"](x.double(), g.double())
-        for arm in ("ghost", "opacus", "flashdp"):
-            assert_close(fns[arm](x, g), ref.float(), rtol=1e-5, name=arm)
+        for arm in ("explicit", "ghost", "opacus", "flashdp"):
+            # explicit/opacus take one flat fp32 norm over M·N elements: ~1e-5 at 1024² (measured)
+            assert_close(fns[arm](x, g), ref.float(), rtol=5e-5, name=arm)
         with single_thread():
             result = compare(
-                {a: (lambda f=f: f(x, g)) for a, f in fns.items()},
+                {a: (lambda f=f, x=x, g=g: f(x, g)) for a, f in fns.items()},
                 baseline="nondp",
                 min_time=ctx.pick(smoke=0.01, quick=0.2, full=1.0),
                 min_rounds=ctx.pick(smoke=2, quick=5, full=7),
@@ -91,7 +99,16 @@ def op_speed(ctx: Context) -> None:
         result.record(ctx, B=b, T=t, M=m, N=n, threads=1)
         for arm in ARMS:
             ctx.record("model_flops", model[arm]["flops"], "FLOP", arm=arm, B=b, T=t, M=m, N=n)
-            ctx.record("model_extra_memory", model[arm]["extra_bytes"] / 2**20, "MiB", arm=arm, B=b, T=t, M=m, N=n)
+            ctx.record(
+                "model_extra_memory",
+                model[arm]["extra_bytes"] / 2**20,
+                "MiB",
+                arm=arm,
+                B=b,
+                T=t,
+                M=m,
+                N=n,
+            )
         labels.append(f"{b},{t},{m},{n}")
         for arm in ratios:
             ratios[arm].append(result.timings["nondp"].median / result.timings[arm].median)
@@ -99,10 +116,23 @@ def op_speed(ctx: Context) -> None:
         if (b, t, m, n) in memory_shapes:
             peaks = {}
             for arm in ctx.pick(smoke=("explicit", "flashdp"), quick=ARMS, full=ARMS):
-                rss = peak_rss_subprocess("fn(x, g)", setup=_MEMORY_SETUP.format(b=b, t=t, m=m, n=n, arm=arm))
+                rss = peak_rss_subprocess(
+                    "fn(x, g)", setup=_MEMORY_SETUP.format(b=b, t=t, m=m, n=n, arm=arm)
+                )
                 peaks[arm] = rss["delta"] / 2**20
             for arm in peaks:
-                ctx.record("peak_extra_rss", peaks[arm], "MiB", baseline="flashdp", baseline_value=peaks["flashdp"], arm=arm, B=b, T=t, M=m, N=n)
+                ctx.record(
+                    "peak_extra_rss",
+                    peaks[arm],
+                    "MiB",
+                    baseline="flashdp",
+                    baseline_value=peaks["flashdp"],
+                    arm=arm,
+                    B=b,
+                    T=t,
+                    M=m,
+                    N=n,
+                )
             ctx.log(f"peak extra RSS (MiB) at {b},{t},{m},{n}: {peaks}")
     plot_bars(
         labels,
@@ -129,9 +159,17 @@ def _gpt2(width: int, seq_len: int, seed: int):
     from transformers import GPT2Config, GPT2LMHeadModel
 
     cfg = GPT2Config(
-        vocab_size=256, n_embd=width, n_layer=2, n_head=4, n_positions=seq_len,
-        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, tie_word_embeddings=False,
-        bos_token_id=0, eos_token_id=0,
+        vocab_size=256,
+        n_embd=width,
+        n_layer=2,
+        n_head=4,
+        n_positions=seq_len,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        tie_word_embeddings=False,
+        bos_token_id=0,
+        eos_token_id=0,
     )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -141,7 +179,12 @@ def _gpt2(width: int, seq_len: int, seed: int):
 def _llama(width: int, seq_len: int, seed: int):
     from neurips25_core.models import tiny_llama, tiny_llama_config
 
-    return tiny_llama(tiny_llama_config(hidden_size=width, num_layers=2, num_heads=4, max_position_embeddings=seq_len), seed=seed)
+    return tiny_llama(
+        tiny_llama_config(
+            hidden_size=width, num_layers=2, num_heads=4, max_position_embeddings=seq_len
+        ),
+        seed=seed,
+    )
 
 
 def _loss(model, ids):
@@ -157,7 +200,9 @@ def _eval_loss(model, x, y):
     return _loss(model, torch.cat([x, y[:, -1:]], 1)).mean()
 
 
-def train_arm(arm, arch, data, *, steps, sample_rate, sigma, clip, lr, width, seed=0, progress=False):
+def train_arm(
+    arm, arch, data, *, steps, sample_rate, sigma, clip, lr, width, seed=0, progress=False
+):
     """Train one arm; returns (model, stats, per-step parameter snapshots when asked)."""
     from neurips25_core.progress import progress_bar
 
@@ -178,15 +223,20 @@ def train_arm(arm, arch, data, *, steps, sample_rate, sigma, clip, lr, width, se
         k = sum(1 for p in model.parameters() if p.requires_grad)
         torch.manual_seed(seed + 1000)
         opt = DPPerLayerOptimizer(
-            inner(net.parameters(), lr=lr, weight_decay=0.0), noise_multiplier=sigma,
-            max_grad_norm=[clip] * k, expected_batch_size=int(round(expected)),
+            inner(net.parameters(), lr=lr, weight_decay=0.0),
+            noise_multiplier=sigma,
+            max_grad_norm=[clip] * k,
+            expected_batch_size=round(expected),
         )
     else:
         backend = {"flashdp": "torch", "ghost": "ghost", "explicit": "explicit"}[arm]
         cfg = privacy.FlashDPConfig(max_grad_norm=clip, noise_multiplier=sigma, backend=backend)
         net = privacy.make_private(model, cfg)
         opt = privacy.DPOptimizer(
-            inner(net.parameters(), lr=lr, weight_decay=0.0), net, cfg, expected,
+            inner(net.parameters(), lr=lr, weight_decay=0.0),
+            net,
+            cfg,
+            expected,
             generator=torch.Generator().manual_seed(seed + 1000),
         )
     tokens, start = 0, time.perf_counter()
@@ -206,17 +256,30 @@ def train_arm(arm, arch, data, *, steps, sample_rate, sigma, clip, lr, width, se
 @SUITE.case("sigma0_gap", kind="quality")
 def sigma0_gap(ctx: Context) -> None:
     """flashdp vs opacus DPPerLayerOptimizer at σ = 0: the largest parameter gap over 20 steps."""
-    width, seq = ctx.pick(smoke=16, quick=64, full=64), ctx.pick(smoke=16, quick=64, full=128)
+    width, seq = ctx.pick(smoke=16, quick=64, full=64), ctx.pick(smoke=16, quick=32, full=128)
     steps = ctx.pick(smoke=3, quick=20, full=20)
     data = _windows(seq, 1024)
     kw = dict(steps=steps, sample_rate=16 / 1024, sigma=0.0, clip=1.0, lr=1e-3, width=width)
     a, _ = train_arm("flashdp", "gpt2", data, **kw)
     b, _ = train_arm("opacus", "gpt2", data, **kw)
     gap = max(
-        float((p - q).norm() / q.norm()) for p, q in zip(a.parameters(), b.parameters(), strict=True)
+        float((p - q).norm() / q.norm())
+        for p, q in zip(a.parameters(), b.parameters(), strict=True)
     )
-    ctx.record("max_relative_param_gap", gap, "rel", baseline="opacus", arm="flashdp", steps=steps, width=width, seq_len=seq, expected_batch=16)
-    ctx.log(f"largest relative parameter gap flashdp vs opacus after {steps} steps at σ=0: {gap:.2e}")
+    ctx.record(
+        "max_relative_param_gap",
+        gap,
+        "rel",
+        baseline="opacus",
+        arm="flashdp",
+        steps=steps,
+        width=width,
+        seq_len=seq,
+        expected_batch=16,
+    )
+    ctx.log(
+        f"largest relative parameter gap flashdp vs opacus after {steps} steps at σ=0: {gap:.2e}"
+    )
 
 
 @SUITE.case("dp_pretraining", kind="quality")
@@ -227,9 +290,11 @@ def dp_pretraining(ctx: Context) -> None:
 
     from .privacy import PrivacyAccountant
 
-    width, seq = ctx.pick(smoke=16, quick=64, full=64), ctx.pick(smoke=32, quick=128, full=128)
+    # quick shrinks the batch and the sequence (B̄ 16 of 64 bytes) to fit 60 s on the shared
+    # two cores; the DP arms still see the same Poisson batches and ε = 8
+    width, seq = ctx.pick(smoke=16, quick=64, full=64), ctx.pick(smoke=32, quick=64, full=128)
     count = ctx.pick(smoke=256, quick=4096, full=4096)
-    batch = ctx.pick(smoke=16, quick=64, full=64)
+    batch = ctx.pick(smoke=16, quick=16, full=64)
     steps = ctx.pick(smoke=3, quick=40, full=300)
     arches = ctx.pick(smoke=["gpt2"], quick=["gpt2"], full=["gpt2", "llama"])
     arms = ctx.pick(smoke=list(ARMS), quick=["nondp", "flashdp", "opacus"], full=list(ARMS))
@@ -244,15 +309,46 @@ def dp_pretraining(ctx: Context) -> None:
     for arch in arches:
         for arm in arms:
             s = 0.0 if arm == "nondp" else sigma
-            model, stats = train_arm(arm, arch, data, steps=steps, sample_rate=q, sigma=s, clip=1.0, lr=1e-3, width=width, progress=True)
+            model, stats = train_arm(
+                arm,
+                arch,
+                data,
+                steps=steps,
+                sample_rate=q,
+                sigma=s,
+                clip=1.0,
+                lr=1e-3,
+                width=width,
+                progress=True,
+            )
             with torch.no_grad():
-                bpb = evaluate_bpb(model, corpus, batch_size=16, seq_len=seq, num_batches=ctx.pick(smoke=2, quick=8, full=20), loss_fn=_eval_loss)
+                bpb = evaluate_bpb(
+                    model,
+                    corpus,
+                    batch_size=16,
+                    seq_len=seq,
+                    num_batches=ctx.pick(smoke=2, quick=8, full=20),
+                    loss_fn=_eval_loss,
+                )
             bpb_of[(arch, arm)] = bpb
-            common = dict(arch=arch, arm=arm, steps=steps, sigma=round(s, 4), q=q, width=width, seq_len=seq)
-            ctx.record("val_bits_per_byte", bpb, "bits/byte", baseline="nondp" if arm != "nondp" else None, baseline_value=bpb_of.get((arch, "nondp")) if arm != "nondp" else None, **common)
-            ctx.record("tokens_per_s", stats["tokens_per_s"], "tok/s", lower_is_better=False, **common)
+            common = dict(
+                arch=arch, arm=arm, steps=steps, sigma=round(s, 4), q=q, width=width, seq_len=seq
+            )
+            ctx.record(
+                "val_bits_per_byte",
+                bpb,
+                "bits/byte",
+                baseline="nondp" if arm != "nondp" else None,
+                baseline_value=bpb_of.get((arch, "nondp")) if arm != "nondp" else None,
+                **common,
+            )
+            ctx.record(
+                "tokens_per_s", stats["tokens_per_s"], "tok/s", lower_is_better=False, **common
+            )
             ctx.record("epsilon", math.inf if arm == "nondp" else eps, "eps", delta=delta, **common)
-            ctx.log(f"{arch}/{arm}: {bpb:.4f} bits/byte, {stats['tokens_per_s']:.0f} tok/s, σ={s:.4f}, ε={eps if arm != 'nondp' else math.inf:.3f}")
+            ctx.log(
+                f"{arch}/{arm}: {bpb:.4f} bits/byte, {stats['tokens_per_s']:.0f} tok/s, σ={s:.4f}, ε={eps if arm != 'nondp' else math.inf:.3f}"
+            )
     plot_bars(
         arms,
         {arch: [bpb_of[(arch, arm)] for arm in arms] for arch in arches},

@@ -79,7 +79,9 @@ class DPLinear(nn.Linear):
 
     Example:
         >>> import flashdp
-        >>> model = flashdp.make_private(nn.Sequential(nn.Linear(3, 2)), flashdp.FlashDPConfig(1.0, 0.0))
+        >>> model = flashdp.make_private(
+        ...     nn.Sequential(nn.Linear(3, 2)), flashdp.FlashDPConfig(1.0, 0.0)
+        ... )
         >>> type(model[0]).__name__, sorted(model.state_dict())
         ('DPLinear', ['0.bias', '0.weight'])
     """
@@ -107,7 +109,7 @@ def dp_conv1d_class() -> type:
         dp_state: _DPState
 
         def forward(self, x):
-            shape = x.shape[:-1] + (self.nf,)
+            shape = (*x.shape[:-1], self.nf)
             flat = x.reshape(x.shape[0], -1, x.shape[-1])
             y = _LinearFn.apply(flat, self.weight, self.bias, self.dp_state, True)
             return y.reshape(shape)
@@ -234,7 +236,11 @@ def _rmsnorm_classes() -> tuple[type, ...]:
 def supported(module: nn.Module) -> bool:
     """Whether :func:`to_dp` has a DP version of ``module``'s exact type."""
     t = type(module)
-    return t in (nn.Linear, nn.LayerNorm, nn.Embedding) or t in _rmsnorm_classes() or t is _conv1d_class()
+    return (
+        t in (nn.Linear, nn.LayerNorm, nn.Embedding)
+        or t in _rmsnorm_classes()
+        or t is _conv1d_class()
+    )
 
 
 def to_dp(module: nn.Module) -> nn.Module:

@@ -140,7 +140,10 @@ def clipped_linear_weight_grad(
     else:
         from . import baselines
 
-        fn = {"explicit": baselines.explicit_clipped_weight_grad, "ghost": baselines.ghost_clipped_weight_grad}
+        fn = {
+            "explicit": baselines.explicit_clipped_weight_grad,
+            "ghost": baselines.ghost_clipped_weight_grad,
+        }
         dtype = torch.float64 if torch.float64 in (x.dtype, grad_out.dtype) else torch.float32
         out = fn[which](x.to(dtype), grad_out.to(dtype), max_norm, eps)
         norms = None

@@ -3,11 +3,18 @@
 Typical use (CPU)::
 
     model = make_private(model, FlashDPConfig(max_grad_norm=1.0, noise_multiplier=1.1))
-    opt = DPOptimizer(torch.optim.AdamW(model.parameters(), 1e-3), model, config,
-                      expected_batch_size=64, accountant=PrivacyAccountant("rdp"), sample_rate=q)
+    opt = DPOptimizer(
+        torch.optim.AdamW(model.parameters(), 1e-3),
+        model,
+        config,
+        expected_batch_size=64,
+        accountant=PrivacyAccountant("rdp"),
+        sample_rate=q,
+    )
     for idx in PoissonSampler(len(data), q, steps, seed=0):
         per_sample_lm_loss(model(x[idx]).logits, y[idx]).mean().backward()
-        opt.step(); opt.zero_grad()
+        opt.step()
+        opt.zero_grad()
 """
 
 from __future__ import annotations
@@ -106,8 +113,10 @@ def make_private(model: nn.Module, config: FlashDPConfig) -> nn.Module:
             outside DP layers (an unwrapped trainable Embedding, say).
 
     Example:
-        >>> m = make_private(nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2)),
-        ...                  FlashDPConfig(max_grad_norm=1.0, noise_multiplier=0.0))
+        >>> m = make_private(
+        ...     nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2)),
+        ...     FlashDPConfig(max_grad_norm=1.0, noise_multiplier=0.0),
+        ... )
         >>> [type(x).__name__ for x in m], len(dp_groups(m))
         (['DPLinear', 'Tanh', 'DPLinear'], 4)
     """
@@ -163,8 +172,12 @@ def make_private(model: nn.Module, config: FlashDPConfig) -> nn.Module:
                 "strict=False to train them without clipping)"
             )
     k = max(1, len(groups))
-    c_k = config.max_grad_norm / math.sqrt(k) if config.allocation == "split" else config.max_grad_norm
-    for name, new in replaced.items():
+    c_k = (
+        config.max_grad_norm / math.sqrt(k)
+        if config.allocation == "split"
+        else config.max_grad_norm
+    )
+    for new in replaced.values():
         norms = {pname: c_k for pname, p in new.named_parameters(recurse=False) if p.requires_grad}
         new.dp_state = layers._DPState(norms, config)
     model._flashdp_groups = [(name, p, c_k) for name, p, _ in groups]
@@ -201,7 +214,9 @@ def per_sample_lm_loss(
     if logits.dim() != 3:
         raise ValueError(f"logits: expected (B, T, V), got shape {tuple(logits.shape)}")
     if labels.shape != logits.shape[:2]:
-        raise ValueError(f"labels: expected shape {tuple(logits.shape[:2])}, got {tuple(labels.shape)}")
+        raise ValueError(
+            f"labels: expected shape {tuple(logits.shape[:2])}, got {tuple(labels.shape)}"
+        )
     tok = torch.nn.functional.cross_entropy(
         (logits if logits.dtype == torch.float64 else logits.float()).transpose(1, 2),
         labels,
@@ -255,10 +270,14 @@ class DPOptimizer(torch.optim.Optimizer):
         sample_rate: float | None = None,
     ) -> None:
         if not isinstance(optimizer, torch.optim.Optimizer):
-            raise TypeError(f"optimizer: expected a torch Optimizer, got {type(optimizer).__name__}")
+            raise TypeError(
+                f"optimizer: expected a torch Optimizer, got {type(optimizer).__name__}"
+            )
         if not isinstance(config, FlashDPConfig):
             raise TypeError(f"config: expected a FlashDPConfig, got {type(config).__name__}")
-        if isinstance(expected_batch_size, bool) or not isinstance(expected_batch_size, numbers.Real):
+        if isinstance(expected_batch_size, bool) or not isinstance(
+            expected_batch_size, numbers.Real
+        ):
             raise TypeError(
                 f"expected_batch_size: expected a number > 0, got {type(expected_batch_size).__name__}"
             )
@@ -308,7 +327,9 @@ class DPOptimizer(torch.optim.Optimizer):
     def _noise_like(self, p: torch.Tensor, std: float) -> torch.Tensor:
         dist = torch.distributed
         if self.generator is not None:
-            return torch.normal(0.0, std, p.shape, generator=self.generator, dtype=p.dtype, device=p.device)
+            return torch.normal(
+                0.0, std, p.shape, generator=self.generator, dtype=p.dtype, device=p.device
+            )
         noise = torch.normal(0.0, std, p.shape, dtype=p.dtype, device=p.device)
         if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
             dist.broadcast(noise, src=0)
@@ -438,7 +459,12 @@ class PoissonSampler:
             raise ValueError(f"sample_rate: expected 0 < q <= 1, got {sample_rate}")
         if not isinstance(steps, int) or steps < 0:
             raise ValueError(f"steps: expected an int >= 0, got {steps!r}")
-        self.num_samples, self.sample_rate, self.steps, self.seed = num_samples, sample_rate, steps, seed
+        self.num_samples, self.sample_rate, self.steps, self.seed = (
+            num_samples,
+            sample_rate,
+            steps,
+            seed,
+        )
 
     def __len__(self) -> int:
         return self.steps

@@ -27,10 +27,23 @@ from ..reference import flatten_linear_inputs
 
 @triton.jit
 def _flashdp_wgrad_tile_kernel(
-    x_ptr, g_ptr, scratch_ptr, partial_ptr,
-    T, M, N, tiles_n, tiles,
-    stride_xb, stride_xt, stride_gb, stride_gt,
-    BLOCK_T: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LOW_PRECISION_DOT: tl.constexpr,
+    x_ptr,
+    g_ptr,
+    scratch_ptr,
+    partial_ptr,
+    T,
+    M,
+    N,
+    tiles_n,
+    tiles,
+    stride_xb,
+    stride_xt,
+    stride_gb,
+    stride_gt,
+    BLOCK_T: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    LOW_PRECISION_DOT: tl.constexpr,
 ):
     tile = tl.program_id(0)
     sample = tl.program_id(1)
@@ -44,11 +57,13 @@ def _flashdp_wgrad_tile_kernel(
         t = t0 + rt
         g = tl.load(
             g_ptr + sample * stride_gb + t[:, None] * stride_gt + rm[None, :],
-            mask=(t[:, None] < T) & (rm[None, :] < M), other=0.0,
+            mask=(t[:, None] < T) & (rm[None, :] < M),
+            other=0.0,
         )
         x = tl.load(
             x_ptr + sample * stride_xb + t[:, None] * stride_xt + rn[None, :],
-            mask=(t[:, None] < T) & (rn[None, :] < N), other=0.0,
+            mask=(t[:, None] < T) & (rn[None, :] < N),
+            other=0.0,
         )
         if LOW_PRECISION_DOT:
             acc += tl.dot(tl.trans(g), x)
@@ -93,7 +108,9 @@ def clipped_weight_grad_streamed(
         block: tile size (default 16 under the interpreter, 64 on a GPU).
     """
     if torch.float64 in (x.dtype, grad_out.dtype):
-        raise TypeError("x: the triton backend takes fp32/bf16/fp16, got float64 (use backend='torch')")
+        raise TypeError(
+            "x: the triton backend takes fp32/bf16/fp16, got float64 (use backend='torch')"
+        )
     if x.dtype != grad_out.dtype:
         grad_out = grad_out.to(x.dtype)
     x3, g3 = flatten_linear_inputs(x, grad_out)
@@ -117,10 +134,23 @@ def clipped_weight_grad_streamed(
     for start in range(0, b, step):
         count = min(step, b - start)
         _flashdp_wgrad_tile_kernel[(tiles, count)](
-            x3[start:], g3[start:], scratch, partial,
-            t, m, n, tiles_n, tiles,
-            x3.stride(0), x3.stride(1), g3.stride(0), g3.stride(1),
-            BLOCK_T=bt, BLOCK_M=bm, BLOCK_N=bn, LOW_PRECISION_DOT=low,
+            x3[start:],
+            g3[start:],
+            scratch,
+            partial,
+            t,
+            m,
+            n,
+            tiles_n,
+            tiles,
+            x3.stride(0),
+            x3.stride(1),
+            g3.stride(0),
+            g3.stride(1),
+            BLOCK_T=bt,
+            BLOCK_M=bm,
+            BLOCK_N=bn,
+            LOW_PRECISION_DOT=low,
         )
         chunk_norms = partial[:count].sum(1).sqrt()
         norms[start : start + count] = chunk_norms
