@@ -57,8 +57,12 @@ def structure_problems(member: Path) -> list[str]:
     return problems
 
 
-def declared_distributions(member: Path) -> set[str]:
-    deps = project(member).get("dependencies", [])
+def declared_distributions(member: Path, extras: bool = False) -> set[str]:
+    """The member's dependencies; with ``extras``, its optional ones (the ``peers`` extra) too."""
+    deps = list(project(member).get("dependencies", []))
+    if extras:
+        for group in project(member).get("optional-dependencies", {}).values():
+            deps.extend(group)
     return {Requirement(d).name.lower().replace("_", "-") for d in deps}
 
 
@@ -81,7 +85,9 @@ def undeclared_imports(member: Path) -> dict[str, str]:
 
     own = import_name(member)
     by_module = packages_distributions()
-    declared = declared_distributions(member)
+    # A peer from an optional extra may be imported, lazily, inside the code that runs it (which
+    # says clearly when it is absent).
+    declared = declared_distributions(member, extras=True)
     missing = {}
     for mod in sorted(imported_top_modules(member)):
         if mod == own or mod in sys.stdlib_module_names or mod == "__future__":
