@@ -63,7 +63,7 @@ def cost_model(b: int, t: int, m: int, n: int, b_c: int = 2) -> dict[str, dict[s
 _MEMORY_SETUP = """
 import torch
 from flashdp.bench import _op
-torch.set_num_threads(1)
+torch.set_num_threads(1)  # core-helper-ok: inside the measured subprocess, whose peak RSS is read
 x = torch.randn({b}, {t}, {n}); g = torch.randn({b}, {t}, {m})
 fn = _op({arm!r}, 1.0)
 """
