@@ -233,7 +233,7 @@ FULL_SWEEP: dict[str, tuple[tuple[float, ...], tuple[int, ...]]] = {
     "swan": ((5e-4, 1e-3, 2e-3), (0,)),
     "sgd": ((0.5, 1.0), (0,)),
 }
-#: Not in the ``--full`` run (it does not fit the shared machine's time next to the rest): AdamW
+#: The ``control`` case (a separate case, so that it can run on its own next to the quality case): AdamW
 #: with the hybrids' grouping and embedding/head/norm lr, the control for that part of the recipe.
 CONTROL_SWEEP = {"adamw_split": ((1e-3, 2e-3), (0,))}
 #: ``--quick`` and ``--smoke``: SinkGD at the paper's η = 1e-3 against the better of two AdamW lrs.
