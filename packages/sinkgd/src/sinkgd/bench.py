@@ -12,6 +12,8 @@ Cases:
   ``--full``: the spec's 0.86M model, 200 steps, an LR sweep per arm at seed 0
   (:data:`FULL_SWEEP`), each arm's best lr again at seeds 1 and 2, tokens-to-target against the
   best AdamW per seed.
+* ``control`` — AdamW with the hybrids' grouping and embedding/head/norm lr (3e-3), its matrix lr
+  swept like the quality arms (``--full``: spec model, seed 0 then 3 seeds at the best lr).
 * ``memory`` — optimizer-state bytes of AdamW, SinkGD+AdamW and SGD on the GaLore 60M/130M/350M/1B
   Llama shapes (meta-device models, the real optimizers stepped on meta tensors) and on the tiny
   model (measured; ``--full`` adds the peak RSS of a training step in a fresh process).
