@@ -59,8 +59,7 @@ def peer_kernels() -> dict | None:
     import importlib
 
     try:
-        # Imported by name: the peer is an optional extra, not a declared dependency (the
-        # workspace check counts [project].dependencies only). TODO(core): count extras.
+        # Imported on demand: the peer is the optional ``peers`` extra.
         chunkwise = importlib.import_module("mlstm_kernels.torch.chunkwise")
     except ImportError:
         return None
