@@ -346,7 +346,7 @@ def tiny_llama_quality(ctx: Context) -> None:
 
     corpus = stdlib_corpus()
     model = pretrained_tiny_llama_for(ctx.mode).eval()
-    batches = ctx.pick(smoke=2, quick=10, full=40)
+    batches = ctx.pick(smoke=1, quick=10, full=40)
     iters = ctx.pick(
         smoke={"kmeans_iters": 2, "refine_rounds": 0},
         quick={"kmeans_iters": 6, "refine_rounds": 1},
@@ -359,7 +359,7 @@ def tiny_llama_quality(ctx: Context) -> None:
         results = {"fp32": fp_bpb}
         rtn_bpb = None
         for preset in ("m1v4", "m2v8"):
-            for calibrated in (False, True):
+            for calibrated in ctx.pick(smoke=(False,), quick=(False, True), full=(False, True)):
                 config = getattr(CodebookConfig, preset)(**iters)
                 q = copy.deepcopy(model)
                 report = quantize_(
