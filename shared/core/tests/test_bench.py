@@ -162,3 +162,13 @@ def test_dirty_tree_results_say_so(tmp_path):
     assert "uncommitted changes" in write_markdown(rs, tmp_path / "r.md").read_text()
     rs = [BenchResult("s", "c", "t", 1.0, "s", git_commit="abc", machine="m")]
     assert "uncommitted" not in write_markdown(rs, tmp_path / "r.md").read_text()
+
+
+def test_pinned_provenance_keeps_the_commit_taken_at_the_start(monkeypatch):
+    from neurips25_core import bench
+
+    states = iter([("abc", True), ("abc", False)])
+    monkeypatch.setattr(bench, "git_state", lambda cwd=None: next(states))
+    with bench.pinned_provenance() as stamp:
+        r = BenchResult("s", "c", "t", 1.0, "s")  # the tree changed meanwhile: still "abc"
+    assert stamp == "abc" and r.git_commit == "abc"

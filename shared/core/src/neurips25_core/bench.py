@@ -58,6 +58,7 @@ __all__ = [
     "num_threads",
     "peak_memory_cuda",
     "peak_rss_subprocess",
+    "pinned_provenance",
     "plot_bars",
     "plot_lines",
     "roofline",
@@ -112,7 +113,26 @@ def git_state(cwd: str | Path | None = None) -> tuple[str, bool | None]:
 _GIT_CACHE: dict[str, Any] = {}
 
 
+@contextlib.contextmanager
+def pinned_provenance() -> Iterator[str]:
+    """Stamp every result recorded in the block with the commit and tree state at its start.
+
+    A run that writes into a tracked ``results/`` folder would otherwise make the tree look dirty
+    to every result recorded after its first file was written.
+    """
+    commit, clean = git_state()
+    stamp = commit + ("-dirty" if clean is False else "")
+    previous = _GIT_CACHE.get("pinned")
+    _GIT_CACHE["pinned"] = stamp
+    try:
+        yield stamp
+    finally:
+        _GIT_CACHE["pinned"] = previous
+
+
 def _git_commit() -> str:
+    if _GIT_CACHE.get("pinned") is not None:
+        return _GIT_CACHE["pinned"]
     # Every BenchResult stamps the commit; re-ask git at most every few seconds, not per result.
     now = time.monotonic()
     if _GIT_CACHE.get("at", -1e9) < now - 5.0:

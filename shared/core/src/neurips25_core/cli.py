@@ -126,6 +126,15 @@ def _warn_if_dirty_results(out: Path) -> None:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
+    from neurips25_core.bench import pinned_provenance
+
+    # The tree's state is taken once, before the run writes anything: results written into a
+    # tracked results/ folder must not make the later cases of the same run look dirty.
+    with pinned_provenance():
+        return _bench(args)
+
+
+def _bench(args: argparse.Namespace) -> int:
     from neurips25_core.progress import progress_bar
 
     suites = discover_suites()
