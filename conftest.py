@@ -15,6 +15,11 @@ import torch
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+# Under pytest-xdist every core already runs a worker: more intra-op threads per worker only
+# oversubscribe the cores, and OpenMP's spin-waits then make small ops 10x slower or worse.
+if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get("NEURIPS25_TEST_THREADS", "1") != "0":
+    torch.set_num_threads(int(os.environ.get("NEURIPS25_TEST_THREADS", "1")))
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if torch.cuda.is_available():
