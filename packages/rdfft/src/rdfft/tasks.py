@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
 from neurips25_core.data import stdlib_files
 
 __all__ = ["PACKAGES", "SnippetTask", "snippet_task"]
