@@ -51,10 +51,10 @@ def transform(ctx: Context) -> None:
         x = torch.randn(rows, n)
         buf = x.clone()
 
-        def ours():
+        def ours(buf=buf):
             irdfft_(rdfft_(buf, backend="torch"), backend="torch")
 
-        def torch_fft():
+        def torch_fft(x=x, n=n):
             h = complex_to_hc(torch.fft.rfft(x), n)
             return torch.fft.irfft(hc_to_complex(h), n=n)
 
@@ -74,7 +74,7 @@ def transform(ctx: Context) -> None:
             check = complex_to_hc(torch.from_numpy(spec.copy()), n)
             assert (check - expected).abs().max() <= 1e-4 * n, "pyfftw differs from rfft"
             real[:] = x.numpy()
-            fns["pyfftw r2c (in place, N+2)"] = lambda: (fwd(), bwd())
+            fns["pyfftw r2c (in place, N+2)"] = lambda fwd=fwd, bwd=bwd: (fwd(), bwd())
             extra["pyfftw r2c (in place, N+2)"] = 8
         with single_thread():
             result = compare(fns, baseline="torch.fft.rfft+pack", min_time=ctx.pick(0.01, 0.2, 1.0))
