@@ -86,7 +86,7 @@ def single_process_reference(kind: str = "mlp") -> tuple[list[torch.Tensor], lis
 
 def _worker(rank: int, world: int, port: int, out: str, kind: str) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.set_num_threads(1)
+    torch.set_num_threads(1)  # core-helper-ok: a spawned worker, one thread for its whole life
     dist.init_process_group("gloo", rank=rank, world_size=world)
     try:
         model = _model(kind)

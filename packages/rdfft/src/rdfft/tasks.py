@@ -22,7 +22,6 @@ import hashlib
 import sysconfig
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from neurips25_core.data import stdlib_files
@@ -97,6 +96,6 @@ def snippet_task(
         held, kept = ranked[:n_test], ranked[n_test:]
         for split, group in ((test, held), (train, kept)):
             blob = b"\n".join(f.read_bytes() for f in group)
-            split.append(torch.from_numpy(np.frombuffer(blob, dtype=np.uint8).copy()))
+            split.append(torch.frombuffer(bytearray(blob), dtype=torch.uint8))
         test_names.append(tuple(f.relative_to(base).as_posix() for f in held))
     return SnippetTask(tuple(train), tuple(test), tuple(test_names), length, tuple(packages))
