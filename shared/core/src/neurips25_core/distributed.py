@@ -106,10 +106,18 @@ def run_distributed(
                 join=True,
                 start_method=start_method,
             )
-        except mp.ProcessRaisedException as exc:
-            raise RuntimeError(f"run_distributed: a rank raised:\n{exc}") from None
-        except mp.ProcessExitedException as exc:
-            raise RuntimeError(f"run_distributed: a rank died: {exc}") from None
+        except (mp.ProcessRaisedException, mp.ProcessExitedException) as exc:
+            # The first rank to be noticed is often a bystander (its peer hung up on it): report
+            # every rank's own error, the root cause among them.
+            errors = []
+            for rank in range(world_size):
+                path = Path(folder) / f"rank{rank}.pt"
+                if path.exists():
+                    blob = torch.load(path, weights_only=False)
+                    if not blob["ok"]:
+                        errors.append(f"-- rank {rank}:\n{blob['error']}")
+            detail = "\n".join(errors) if errors else str(exc)
+            raise RuntimeError(f"run_distributed: a rank failed:\n{detail}") from None
         results = []
         for rank in range(world_size):
             path = Path(folder) / f"rank{rank}.pt"
