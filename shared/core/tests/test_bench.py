@@ -172,3 +172,19 @@ def test_pinned_provenance_keeps_the_commit_taken_at_the_start(monkeypatch):
     with bench.pinned_provenance() as stamp:
         r = BenchResult("s", "c", "t", 1.0, "s")  # the tree changed meanwhile: still "abc"
     assert stamp == "abc" and r.git_commit == "abc"
+
+
+def test_compare_stops_when_the_slow_function_has_had_enough_time():
+    import time as _time
+
+    from neurips25_core.bench import compare
+
+    result = compare(
+        {"slow": lambda: _time.sleep(0.02), "fast": lambda: None},
+        min_time=0.01,
+        max_time=0.2,
+        min_rounds=3,
+        warmup=0,
+    )
+    # "fast" never reaches min_time; the slow one's 0.2 s cap ends it near 10 rounds, not 200
+    assert 3 <= result.rounds <= 15

@@ -569,6 +569,7 @@ def compare(
     min_time: float = 0.3,
     min_rounds: int = 5,
     max_rounds: int = 200,
+    max_time: float | None = None,
     cpu_time: bool = False,
     device: str | torch.device | None = None,
 ) -> Comparison:
@@ -587,6 +588,9 @@ def compare(
         min_time: per-function timed duration for the adaptive round count.
         min_rounds: fewest rounds of the adaptive count.
         max_rounds: most rounds of the adaptive count.
+        max_time: the adaptive count also stops (after ``min_rounds``) once any one function has
+            had this many timed seconds (default ``20 * min_time``), so a fast function does not
+            keep a slow one running for ``max_rounds`` rounds.
         cpu_time: also measure ``time.process_time`` per call (CPU only): wall time well above CPU
             time means the call waited (on threads, memory, other processes).
         device: ``"cuda"`` to time with CUDA events; default: CUDA when available.
@@ -615,6 +619,7 @@ def compare(
         raise ValueError(f"rounds: expected >= 1, got {rounds}")
     if warmup < 0:
         raise ValueError(f"warmup: expected >= 0, got {warmup}")
+    cap = 20 * min_time if max_time is None else max_time
     dev = (
         torch.device(device)
         if device is not None
@@ -655,7 +660,11 @@ def compare(
             if done >= rounds:
                 break
         elif done >= max_rounds or (
-            done >= min_rounds and all(sum(w) >= min_time for w in wall.values())
+            done >= min_rounds
+            and (
+                all(sum(w) >= min_time for w in wall.values())
+                or any(sum(w) >= cap for w in wall.values())
+            )
         ):
             break
 
