@@ -1,0 +1,1 @@
+"""Public ops of dizo: argument checks, autograd functions and backend dispatch."""

@@ -1,0 +1,1 @@
+"""Public ops of easyspec: argument checks, autograd functions and backend dispatch."""

@@ -1,0 +1,1 @@
+"""Public ops of mambaspectrum: argument checks, autograd functions and backend dispatch."""

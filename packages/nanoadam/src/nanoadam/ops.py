@@ -1,0 +1,1 @@
+"""Public ops of nanoadam: argument checks, autograd functions and backend dispatch."""

@@ -1,0 +1,1 @@
+"""Public ops of nbl: argument checks, autograd functions and backend dispatch."""

@@ -1,0 +1,1 @@
+"""Public ops of ultradelta: argument checks, autograd functions and backend dispatch."""
