@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from neurips25_core.bench import Context, Suite, compare, single_thread
 
-SUITE = Suite(name="mambaspectrum", paper="Mamba Modulation: On the Length Generalization of Mamba Models", url="https://arxiv.org/abs/2509.19633")
+SUITE = Suite(
+    name="mambaspectrum",
+    paper="Mamba Modulation: On the Length Generalization of Mamba Models",
+    url="https://arxiv.org/abs/2509.19633",
+)
 
 
 @SUITE.case("placeholder_speed", kind="speed")

@@ -1,1 +1,0 @@
-"""Public ops of mambaspectrum: argument checks, autograd functions and backend dispatch."""

@@ -1,0 +1,318 @@
+"""What users touch: per-layer scaling of a transformers Mamba/Mamba2 model, undone exactly.
+
+:class:`Scaler` edits the weights in place (``A_log``, and for ``delta`` on Mamba-1 the ``B`` rows
+of ``x_proj``) from float32 master copies, so every path of the model - prefill, the cached decode
+step, ``generate`` - sees the scale. The official code recomputes ``A`` inside the mixer forward
+and its ``step()`` forgets the scale; ``prefill_only=True`` reproduces that behaviour on purpose.
+"""
+
+from __future__ import annotations
+
+import types
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .reference import MODES, scaled_a_log
+from .scan import selective_scan
+
+GRANULARITIES = ("layer", "element")
+
+
+def _mixers(model) -> tuple[str, list[nn.Module]]:
+    from transformers import Mamba2ForCausalLM, Mamba2Model, MambaForCausalLM, MambaModel
+
+    if isinstance(model, (MambaForCausalLM, MambaModel)):
+        kind = "mamba"
+    elif isinstance(model, (Mamba2ForCausalLM, Mamba2Model)):
+        kind = "mamba2"
+    else:
+        raise TypeError(
+            "model: expected a transformers MambaForCausalLM/MambaModel or Mamba2ForCausalLM/Mamba2Model, "
+            f"got {type(model).__name__}"
+        )
+    backbone = model.backbone if hasattr(model, "backbone") else model
+    return kind, [layer.mixer for layer in backbone.layers]
+
+
+def spectrum(model) -> list[torch.Tensor]:
+    """The continuous eigenvalues ``a = exp(A_log)`` of every layer (``A = -a``).
+
+    Returns (d_inner, N) tensors for Mamba-1 and (heads,) tensors for Mamba-2.
+    """
+    _, mixers = _mixers(model)
+    return [torch.exp(m.A_log.detach().float()) for m in mixers]
+
+
+class Scaler:
+    """Scale the SSM of every layer of a Mamba/Mamba2 model; ``reset()`` restores it bit for bit.
+
+    Args:
+        model: ``MambaForCausalLM`` or ``Mamba2ForCausalLM`` (or their backbones).
+        mode: ``"spectrum"`` (``A_log <- s * A_log``, the paper), ``"a_linear"``
+            (``A_log <- A_log + log s``) or ``"delta"`` (MambaExtend: ``delta <- s * delta``; on
+            Mamba-1 the exact reparametrisation ``A_log += log s`` and the B rows of ``x_proj``
+            times ``s``; not available on Mamba-2, whose B passes through the convolution).
+        granularity: ``"layer"`` (scales of shape (layers,)) or ``"element"`` ((layers, d_inner, N)
+            on Mamba-1, (layers, heads) on Mamba-2; not with ``delta``).
+        prefill_only: reproduce the official behaviour - the scale applies to full-sequence
+            forwards, the cached one-token decode step uses the unscaled ``A``.
+
+    Example:
+        >>> from transformers import MambaConfig, MambaForCausalLM
+        >>> model = MambaForCausalLM(
+        ...     MambaConfig(vocab_size=16, hidden_size=8, num_hidden_layers=2, state_size=4)
+        ... )
+        >>> with Scaler(model, mode="spectrum") as scaler:
+        ...     _ = scaler.set([0.5, 0.9])
+        ...     round(float(spectrum(model)[0][0, 3]), 4)  # a = 4 -> 4 ** 0.5
+        2.0
+        >>> round(float(spectrum(model)[0][0, 3]), 4)  # restored on exit
+        4.0
+    """
+
+    def __init__(
+        self, model, mode: str = "spectrum", granularity: str = "layer", prefill_only: bool = False
+    ):
+        kind, mixers = _mixers(model)
+        if mode not in MODES:
+            raise ValueError(f"mode: expected one of {MODES}, got {mode!r}")
+        if granularity not in GRANULARITIES:
+            raise ValueError(f"granularity: expected one of {GRANULARITIES}, got {granularity!r}")
+        if mode == "delta" and kind == "mamba2":
+            raise ValueError(
+                "mode: 'delta' is implemented for Mamba-1 only (Mamba-2 needs a patched mixer forward)"
+            )
+        if mode == "delta" and granularity != "layer":
+            raise ValueError(
+                "granularity: 'delta' scales one delta per layer; expected 'layer', got 'element'"
+            )
+        if not isinstance(prefill_only, bool):
+            raise TypeError(f"prefill_only: expected a bool, got {type(prefill_only).__name__}")
+        self.model, self.kind, self.mixers = model, kind, mixers
+        self.mode, self.granularity, self.prefill_only = mode, granularity, prefill_only
+        self._a_log = [m.A_log.detach().float().clone() for m in mixers]
+        self._x_proj = (
+            [m.x_proj.weight.detach().float().clone() for m in mixers] if mode == "delta" else None
+        )
+        self.scales = torch.ones(self.shape, dtype=torch.float32)
+        self._hooks: list = []
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.mixers)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        if self.granularity == "layer":
+            return (self.num_layers,)
+        return (self.num_layers, *self._a_log[0].shape)
+
+    def _validate(self, scales) -> torch.Tensor:
+        s = torch.as_tensor(scales, dtype=torch.float64).detach().cpu()
+        if tuple(s.shape) != self.shape:
+            raise ValueError(f"scales: expected shape {self.shape}, got {tuple(s.shape)}")
+        if not torch.isfinite(s).all():
+            raise ValueError("scales: expected finite values, got non-finite entries")
+        if (s <= 0).any():
+            raise ValueError(f"scales: expected every scale > 0, got min {float(s.min())}")
+        return s.float()
+
+    @torch.no_grad()
+    def set(self, scales) -> Scaler:
+        """Apply ``scales`` (recomputed from the master copies, so calls never accumulate)."""
+        s = self._validate(scales)
+        for i, m in enumerate(self.mixers):
+            s_i = s[i]
+            m.A_log.copy_(scaled_a_log(self._a_log[i], s_i, self.mode).to(m.A_log.dtype))
+            if self.mode == "delta":
+                w = self._x_proj[i].clone()
+                r, n = m.time_step_rank, m.ssm_state_size
+                w[r : r + n] *= s_i
+                m.x_proj.weight.copy_(w.to(m.x_proj.weight.dtype))
+        self.scales = s.clone()
+        self._install_prefill_only()
+        return self
+
+    @torch.no_grad()
+    def reset(self) -> Scaler:
+        """Restore the original weights exactly."""
+        for i, m in enumerate(self.mixers):
+            m.A_log.copy_(self._a_log[i].to(m.A_log.dtype))
+            if self.mode == "delta":
+                m.x_proj.weight.copy_(self._x_proj[i].to(m.x_proj.weight.dtype))
+        for h in self._hooks:
+            h.remove()
+        self._hooks = []
+        self.scales = torch.ones(self.shape, dtype=torch.float32)
+        return self
+
+    def _install_prefill_only(self):
+        if not self.prefill_only or self._hooks:
+            return
+        # The official step() rebuilds A from the unscaled A_log: swap the originals in around
+        # every one-token forward.
+        for i, m in enumerate(self.mixers):
+
+            def pre(module, args, kwargs, i=i):
+                hidden = args[0] if args else kwargs["hidden_states"]
+                cache = kwargs.get("cache", kwargs.get("cache_params"))
+                if hidden.shape[1] == 1 and cache is not None:
+                    module._mambaspectrum_saved = module.A_log.detach().clone()
+                    with torch.no_grad():
+                        module.A_log.copy_(self._a_log[i].to(module.A_log.dtype))
+
+            def post(module, args, kwargs, output):
+                saved = getattr(module, "_mambaspectrum_saved", None)
+                if saved is not None:
+                    with torch.no_grad():
+                        module.A_log.copy_(saved)
+                    module._mambaspectrum_saved = None
+
+            self._hooks.append(m.register_forward_pre_hook(pre, with_kwargs=True))
+            self._hooks.append(m.register_forward_hook(post, with_kwargs=True))
+
+    def __enter__(self) -> Scaler:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.reset()
+
+
+def _fast_mixer_forward(self, hidden_states, cache=None, attention_mask=None, **kwargs):
+    """Mamba-1 mixer forward through :func:`selective_scan` (full sequences without a cache)."""
+    if (
+        cache is not None
+        or kwargs.get("cache_params") is not None
+        or (attention_mask is not None and not bool(attention_mask.all()))
+    ):
+        return self._mambaspectrum_original_forward(
+            hidden_states, cache=cache, attention_mask=attention_mask, **kwargs
+        )
+    dtype = hidden_states.dtype
+    length = hidden_states.shape[1]
+    projected = self.in_proj(hidden_states).transpose(1, 2)
+    x, gate = projected.chunk(2, dim=1)
+    x = self.act(self.conv1d(x)[..., :length])
+    time_step, B, C = torch.split(
+        self.x_proj(x.transpose(1, 2)),
+        [self.time_step_rank, self.ssm_state_size, self.ssm_state_size],
+        dim=-1,
+    )
+    dt = self.dt_proj.weight @ time_step.transpose(1, 2)
+    if self.dt_proj.bias is not None:
+        dt = dt + self.dt_proj.bias.float()[:, None]
+    delta = F.softplus(dt)
+    A = -torch.exp(self.A_log.float())
+    y = selective_scan(
+        x,
+        delta,
+        A,
+        B.transpose(1, 2),
+        C.transpose(1, 2),
+        D=self.D.float(),
+        z=gate,
+        backend=self._mambaspectrum_backend,
+    )
+    return self.out_proj(y.transpose(1, 2).to(dtype))
+
+
+def patch_fast_forward(model, backend: str = "chunked"):
+    """Route the full-sequence forward of every Mamba-1 mixer through this package's scan.
+
+    HF's CPU path materialises ``(batch, d_inner, L, N)`` tensors and loops over tokens in
+    Python; the patched forward uses :func:`selective_scan` (``backend``) instead. Forwards with
+    a cache or a padding mask keep HF's own code. Returns the model; ``unpatch_fast_forward``
+    undoes it.
+    """
+    kind, mixers = _mixers(model)
+    if kind != "mamba":
+        raise TypeError(
+            f"model: patch_fast_forward supports Mamba-1 only, got {type(model).__name__}"
+        )
+    if backend not in ("chunked", "reference"):
+        raise ValueError(f"backend: expected 'chunked' or 'reference', got {backend!r}")
+    for m in mixers:
+        if not hasattr(m, "_mambaspectrum_original_forward"):
+            m._mambaspectrum_original_forward = m.forward
+        m._mambaspectrum_backend = backend
+        m.forward = types.MethodType(_fast_mixer_forward, m)
+    return model
+
+
+def unpatch_fast_forward(model):
+    """Undo :func:`patch_fast_forward`."""
+    _, mixers = _mixers(model)
+    for m in mixers:
+        if hasattr(m, "_mambaspectrum_original_forward"):
+            m.forward = m._mambaspectrum_original_forward
+            del m._mambaspectrum_original_forward
+    return model
+
+
+@torch.no_grad()
+def state_norms(model, input_ids: torch.Tensor, lengths) -> dict[str, list[list[float]]]:
+    """Per-layer min and max over channels of the SSM state norm ``||h_T||`` at each length ``T``.
+
+    Mamba-1 only (the states are recomputed from each mixer's inputs with the chunked scan).
+    Returns ``{"lengths": [...], "min": [[layer0 at each length], ...], "max": [...]}``.
+    """
+    kind, mixers = _mixers(model)
+    if kind != "mamba":
+        raise TypeError(f"model: state_norms supports Mamba-1 only, got {type(model).__name__}")
+    if (
+        not isinstance(input_ids, torch.Tensor)
+        or input_ids.dim() != 2
+        or input_ids.is_floating_point()
+    ):
+        raise ValueError("input_ids: expected a 2-D integer tensor")
+    lengths = [int(t) for t in lengths]
+    if not lengths or min(lengths) < 1 or max(lengths) > input_ids.shape[1]:
+        raise ValueError(f"lengths: expected values in [1, {input_ids.shape[1]}], got {lengths}")
+    captured = {}
+
+    def hook(module, args, kwargs, i):
+        captured[i] = args[0] if args else kwargs["hidden_states"]
+
+    handles = [
+        m.register_forward_pre_hook(lambda mod, a, k, i=i: hook(mod, a, k, i), with_kwargs=True)
+        for i, m in enumerate(mixers)
+    ]
+    try:
+        model(input_ids[:, : max(lengths)])
+    finally:
+        for h in handles:
+            h.remove()
+    out = {"lengths": lengths, "min": [], "max": []}
+    for i, m in enumerate(mixers):
+        hs = captured[i]
+        proj = m.in_proj(hs).transpose(1, 2)
+        x, _ = proj.chunk(2, dim=1)
+        x = m.act(m.conv1d(x)[..., : hs.shape[1]])
+        ts, B, C = torch.split(
+            m.x_proj(x.transpose(1, 2)), [m.time_step_rank, m.ssm_state_size, m.ssm_state_size], -1
+        )
+        delta = F.softplus(m.dt_proj(ts)).transpose(1, 2)
+        A = -torch.exp(m.A_log.float())
+        mins, maxs = [], []
+        h, prev = None, 0
+        for t in sorted(lengths):
+            _, h = selective_scan(
+                x[..., prev:t].float(),
+                delta[..., prev:t].float(),
+                A,
+                B.transpose(1, 2)[..., prev:t].float(),
+                C.transpose(1, 2)[..., prev:t].float(),
+                h0=h,
+                return_last_state=True,
+            )
+            prev = t
+            norms = h.norm(dim=-1)  # (batch, d_inner)
+            mins.append(float(norms.min()))
+            maxs.append(float(norms.max()))
+        order = sorted(range(len(lengths)), key=lambda k: lengths[k])
+        inv = {o: k for k, o in enumerate(order)}
+        out["min"].append([mins[inv[k]] for k in range(len(lengths))])
+        out["max"].append([maxs[inv[k]] for k in range(len(lengths))])
+    return out
