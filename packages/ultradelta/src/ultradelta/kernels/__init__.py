@@ -1,1 +1,1 @@
-"""Triton kernels (imported lazily by ops.py)."""
+"""Triton kernels of ultradelta (imported lazily: importing the package never imports triton)."""
