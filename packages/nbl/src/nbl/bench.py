@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from neurips25_core.bench import Context, Suite, compare, single_thread
 
-SUITE = Suite(name="nbl", paper="Efficient Large Language Model Inference with Neural Block Linearization (NBL)", url="https://arxiv.org/abs/2505.21077")
+SUITE = Suite(
+    name="nbl",
+    paper="Efficient Large Language Model Inference with Neural Block Linearization (NBL)",
+    url="https://arxiv.org/abs/2505.21077",
+)
 
 
 @SUITE.case("placeholder_speed", kind="speed")

@@ -1,1 +1,0 @@
-"""Public ops of nbl: argument checks, autograd functions and backend dispatch."""
