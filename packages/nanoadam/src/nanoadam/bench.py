@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from neurips25_core.bench import Context, Suite, compare, single_thread
 
-SUITE = Suite(name="nanoadam", paper="Pay Attention to Small Weights (NanoAdam)", url="https://arxiv.org/abs/2506.21374")
+SUITE = Suite(
+    name="nanoadam",
+    paper="Pay Attention to Small Weights (NanoAdam)",
+    url="https://arxiv.org/abs/2506.21374",
+)
 
 
 @SUITE.case("placeholder_speed", kind="speed")

@@ -1,0 +1,447 @@
+"""``NanoAdam``: Adam on the k-fraction of smallest-|θ| entries of each tensor, compact state.
+
+State of a sparse parameter (``optimizer.state[p]``):
+
+* ``idx`` — the selected flat indices I, sorted, int32 (``index_dtype="auto"``/``torch.int32``),
+  int64, or int16 chunk-local offsets (``torch.int16``, needs ``chunk_size <= 32767``);
+* ``exp_avg``, ``exp_avg_sq`` — compact moments, one value per selected entry;
+* ``age`` — per-entry step counts (int32) for bias correction.
+
+The step counter and current density live in the param group (``group["step"]``,
+``group["current_density"]``), so ``state_dict()`` carries I, ages and the step.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import torch
+
+CRITERIA = ("small_weight", "large_weight", "random", "large_grad")
+MODES = ("remap", "reset", "positional")
+
+
+def _check_density(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < value <= 1.0:
+        raise ValueError(f"{name}: expected a number in (0, 1], got {value!r}")
+    return float(value)
+
+
+def _check_interval(name: str, value) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name}: expected None or an int >= 1, got {value!r}")
+    return value
+
+
+def select_indices(key: torch.Tensor, density: float, chunk_size: int | None) -> torch.Tensor:
+    """Sorted int64 flat indices of the ⌈k·ℓ⌉ smallest ``key`` entries per chunk, ties to lowest index.
+
+    A stable sort on a ``[chunks, c]`` view (last chunk padded with +inf) — ``torch.topk`` is
+    not stable, and ranks of a data-parallel run must agree on ties.
+
+    >>> select_indices(torch.tensor([3.0, 0.0, 2.0, 0.0, 5.0]), 0.1, None)
+    tensor([1])
+    """
+    flat = key.reshape(-1)
+    n = flat.numel()
+    c = n if chunk_size is None else min(chunk_size, n)
+    rows = -(-n // c)
+    pad = rows * c - n
+    if pad:
+        flat = torch.cat([flat, flat.new_full((pad,), float("inf"))])
+    order = torch.sort(flat.view(rows, c), dim=1, stable=True).indices
+    k_full = min(c, math.ceil(density * c - 1e-12))
+    base = torch.arange(rows, device=key.device).unsqueeze(1) * c
+    sel = order[:, :k_full] + base
+    last_len = c - pad
+    k_last = min(last_len, math.ceil(density * last_len - 1e-12))
+    if pad or k_last != k_full:
+        head = sel[:-1].reshape(-1)
+        tail = order[-1, :k_last] + (rows - 1) * c
+        out = torch.cat([head, tail])
+    else:
+        out = sel.reshape(-1)
+    return torch.sort(out).values
+
+
+class NanoAdam(torch.optim.Optimizer):
+    """Sparse Adam on the smallest-magnitude weights (Zhou et al., NeurIPS 2025).
+
+    Args:
+        params: parameters or param groups (see :func:`nanoadam.param_groups`); a group with
+            ``sparse=False`` runs plain AdamW on whole tensors (heads, norms).
+        lr, betas, eps, weight_decay: as ``torch.optim.AdamW`` (decay on selected entries only).
+        density: k₀, fraction selected per chunk, in (0, 1].
+        final_density, total_steps: linear schedule k(t) = k₀ + (k_end − k₀)·min(t, T)/T.
+        mask_interval: refresh I every m steps (``None``: static mask, chosen at step 0).
+        density_interval: update k every d steps (default: ``mask_interval`` or 1).
+        chunk_size: c (``None``: whole tensor).
+        criterion: ``small_weight`` (ours), ``large_weight``, ``random``, ``large_grad``.
+        state_on_refresh: ``remap`` (retained entries keep m, v, age), ``reset``, ``positional``.
+        state_dtype: moment dtype, promoted with the parameter's (fp64 params keep fp64 state).
+        index_dtype: ``"auto"`` (int32), ``torch.int32``, ``torch.int64`` or ``torch.int16``.
+        seed: seed of the ``random`` criterion (same on every rank).
+
+    >>> w = torch.nn.Parameter(torch.tensor([0.5, -0.01, 2.0, 0.02]))
+    >>> opt = NanoAdam([w], lr=0.1, density=0.5, chunk_size=None)
+    >>> w.grad = torch.ones(4)
+    ... opt.step()
+    >>> opt.mask(w).tolist()
+    [False, True, False, True]
+    """
+
+    def __init__(
+        self,
+        params: Iterable,
+        lr: float = 1e-4,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        density: float = 0.1,
+        final_density: float | None = None,
+        total_steps: int | None = None,
+        mask_interval: int | None = 100,
+        density_interval: int | None = None,
+        chunk_size: int | None = 4096,
+        criterion: str = "small_weight",
+        state_on_refresh: str = "remap",
+        state_dtype: torch.dtype = torch.float32,
+        index_dtype="auto",
+        seed: int = 0,
+    ):
+        if isinstance(lr, bool) or not isinstance(lr, (int, float)) or lr < 0:
+            raise ValueError(f"lr: expected a number >= 0, got {lr!r}")
+        if not (isinstance(betas, (tuple, list)) and len(betas) == 2):
+            raise ValueError(f"betas: expected a pair, got {betas!r}")
+        if not all(0.0 <= b < 1.0 for b in betas):
+            raise ValueError(f"betas: expected values in [0, 1), got {betas!r}")
+        if not eps >= 0:
+            raise ValueError(f"eps: expected >= 0, got {eps!r}")
+        if not weight_decay >= 0:
+            raise ValueError(f"weight_decay: expected >= 0, got {weight_decay!r}")
+        density = _check_density("density", density)
+        if final_density is not None:
+            final_density = _check_density("final_density", final_density)
+            if total_steps is None:
+                raise ValueError(
+                    "total_steps: expected an int >= 1 when final_density is set, got None"
+                )
+        total_steps = _check_interval("total_steps", total_steps)
+        mask_interval = _check_interval("mask_interval", mask_interval)
+        density_interval = _check_interval("density_interval", density_interval)
+        if chunk_size is not None and (
+            isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1
+        ):
+            raise ValueError(f"chunk_size: expected None or an int >= 1, got {chunk_size!r}")
+        if criterion not in CRITERIA:
+            raise ValueError(f"criterion: expected one of {CRITERIA}, got {criterion!r}")
+        if state_on_refresh not in MODES:
+            raise ValueError(f"state_on_refresh: expected one of {MODES}, got {state_on_refresh!r}")
+        if not isinstance(state_dtype, torch.dtype) or not state_dtype.is_floating_point:
+            raise TypeError(f"state_dtype: expected a floating torch.dtype, got {state_dtype!r}")
+        if index_dtype == "auto":
+            index_dtype = torch.int32
+        if index_dtype not in (torch.int16, torch.int32, torch.int64):
+            raise ValueError(
+                f"index_dtype: expected 'auto', torch.int16, torch.int32 or torch.int64, got {index_dtype!r}"
+            )
+        if index_dtype == torch.int16 and (chunk_size is None or chunk_size > 32767):
+            raise ValueError(
+                f"chunk_size: int16 indices are chunk-local and need chunk_size <= 32767, got {chunk_size!r}"
+            )
+        defaults = dict(
+            lr=lr,
+            betas=tuple(betas),
+            eps=eps,
+            weight_decay=weight_decay,
+            density=density,
+            final_density=final_density,
+            total_steps=total_steps,
+            mask_interval=mask_interval,
+            density_interval=density_interval,
+            chunk_size=chunk_size,
+            criterion=criterion,
+            state_on_refresh=state_on_refresh,
+            sparse=True,
+            step=0,
+            current_density=density,
+        )
+        self.state_dtype = state_dtype
+        self.index_dtype = index_dtype
+        self.seed = seed
+        self.refresh_log: list[int] = []  # steps at which I was recomputed (for tests / plots)
+        super().__init__(params, defaults)
+        for group in self.param_groups:
+            if not group["sparse"]:
+                continue
+            for p in group["params"]:
+                if p.is_sparse:
+                    raise TypeError("params: sparse (torch.sparse) parameters are not supported")
+                if (
+                    group["chunk_size"] is not None
+                    and index_dtype == torch.int16
+                    and group["chunk_size"] > 32767
+                ):
+                    raise ValueError(
+                        f"chunk_size: int16 indices need <= 32767, got {group['chunk_size']}"
+                    )
+        self._touched: dict[torch.Tensor, torch.Tensor] = {}
+
+    # ----------------------------------------------------------------- schedule
+    def density_at(self, t: int, group: dict | None = None) -> float:
+        """k(t) of ``group`` (default: the first sparse group)."""
+        group = group or next(g for g in self.param_groups if g["sparse"])
+        k0, k1, total = group["density"], group["final_density"], group["total_steps"]
+        if k1 is None:
+            return k0
+        return k0 + (k1 - k0) * min(t, total) / total
+
+    def _density_interval(self, group: dict) -> int:
+        return group["density_interval"] or group["mask_interval"] or 1
+
+    # ---------------------------------------------------------------- indices
+    def _global_idx(self, state: dict, chunk_size: int | None) -> torch.Tensor:
+        idx = state["idx"]
+        if idx.dtype == torch.int16:
+            return idx.long() + state["chunk_of"].long() * chunk_size
+        return idx.long()
+
+    def _store_idx(self, state: dict, idx: torch.Tensor, chunk_size: int | None) -> None:
+        if self.index_dtype == torch.int16:
+            state["idx"] = (idx % chunk_size).to(torch.int16)
+            state["chunk_of"] = (idx // chunk_size).to(torch.int32)
+        else:
+            state["idx"] = idx.to(self.index_dtype)
+
+    def _key(self, p: torch.Tensor, group: dict, pi: int) -> torch.Tensor:
+        crit = group["criterion"]
+        if crit == "small_weight":
+            return p.detach().abs()
+        if crit == "large_weight":
+            return -p.detach().abs()
+        if crit == "large_grad":
+            if p.grad is None:
+                raise ValueError(
+                    "criterion: 'large_grad' needs gradients at refresh; got grad=None"
+                )
+            return -p.grad.detach().abs()
+        gen = torch.Generator().manual_seed(self.seed * 1_000_003 + group["step"] * 7919 + pi)
+        return torch.rand(p.shape, generator=gen, dtype=torch.float32).to(p.device)
+
+    def _refresh_param(self, p: torch.Tensor, group: dict, pi: int, density: float) -> None:
+        c = group["chunk_size"]
+        new = select_indices(self._key(p, group, pi), density, c)
+        state = self.state[p]
+        sdt = torch.promote_types(self.state_dtype, p.dtype)
+        if "idx" not in state:
+            m = torch.zeros(new.numel(), dtype=sdt, device=p.device)
+            v, age = m.clone(), torch.zeros(new.numel(), dtype=torch.int32, device=p.device)
+        else:
+            old = self._global_idx(state, c)
+            mode = group["state_on_refresh"]
+            om, ov, oa = state["exp_avg"], state["exp_avg_sq"], state["age"]
+            m = torch.zeros(new.numel(), dtype=sdt, device=p.device)
+            v, age = m.clone(), torch.zeros(new.numel(), dtype=torch.int32, device=p.device)
+            if mode == "remap" or (mode == "reset" and torch.equal(old, new)):
+                if old.numel():
+                    pos = torch.searchsorted(old, new).clamp_max(old.numel() - 1)
+                    hit = old[pos] == new
+                    m[hit], v[hit], age[hit] = om[pos[hit]], ov[pos[hit]], oa[pos[hit]]
+            elif mode == "positional":
+                n = min(old.numel(), new.numel())
+                m[:n], v[:n], age[:n] = om[:n], ov[:n], oa[:n]
+        self._store_idx(state, new, c)
+        state["exp_avg"], state["exp_avg_sq"], state["age"] = m, v, age
+        touched = self._touched.get(p)
+        if touched is None:
+            touched = torch.zeros(p.numel(), dtype=torch.bool, device=p.device)
+            self._touched[p] = touched
+        touched[new] = True
+
+    @torch.no_grad()
+    def refresh_masks(self) -> None:
+        """Recompute I of every sparse parameter now (at the current density)."""
+        for group in self.param_groups:
+            if group["sparse"]:
+                for pi, p in enumerate(group["params"]):
+                    self._refresh_param(p, group, pi, group["current_density"])
+        self.refresh_log.append(self.param_groups[0]["step"])
+
+    # -------------------------------------------------------------------- step
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None and p.grad.is_sparse:
+                    raise TypeError("params: sparse gradients are not supported by NanoAdam")
+        refreshed = False
+        for group in self.param_groups:
+            t = group["step"]
+            if group["sparse"]:
+                changed = False
+                if t % self._density_interval(group) == 0:
+                    k = self.density_at(t, group)
+                    changed = k != group["current_density"]
+                    group["current_density"] = k
+                m_int = group["mask_interval"]
+                due = t == 0 or changed or (m_int is not None and t % m_int == 0)
+                for pi, p in enumerate(group["params"]):
+                    if p.grad is None:
+                        continue
+                    if due or "idx" not in self.state[p]:
+                        self._refresh_param(p, group, pi, group["current_density"])
+                        refreshed = True
+                    self._sparse_update(p, group)
+            else:
+                for p in group["params"]:
+                    if p.grad is not None:
+                        self._dense_update(p, group)
+            group["step"] = t + 1
+        if refreshed:
+            self.refresh_log.append(self.param_groups[0]["step"] - 1)
+        return loss
+
+    def _sparse_update(self, p: torch.Tensor, group: dict) -> None:
+        from .ops import sparse_adam_step
+
+        state = self.state[p]
+        idx = self._global_idx(state, group["chunk_size"])
+        b1, b2 = group["betas"]
+        sparse_adam_step(
+            p,
+            p.grad,
+            idx,
+            state["exp_avg"],
+            state["exp_avg_sq"],
+            state["age"],
+            lr=group["lr"],
+            beta1=b1,
+            beta2=b2,
+            eps=group["eps"],
+            weight_decay=group["weight_decay"],
+        )
+
+    def _dense_update(self, p: torch.Tensor, group: dict) -> None:
+        state = self.state[p]
+        if "exp_avg" not in state:
+            sdt = torch.promote_types(self.state_dtype, p.dtype)
+            state["exp_avg"] = torch.zeros(p.shape, dtype=sdt, device=p.device)
+            state["exp_avg_sq"] = torch.zeros(p.shape, dtype=sdt, device=p.device)
+            state["dense_step"] = 0
+        b1, b2 = group["betas"]
+        state["dense_step"] += 1
+        t = state["dense_step"]
+        g = p.grad.to(state["exp_avg"].dtype)
+        w = p.detach().to(g.dtype)
+        w.mul_(1 - group["lr"] * group["weight_decay"])
+        state["exp_avg"].lerp_(g, 1 - b1)
+        state["exp_avg_sq"].mul_(b2).addcmul_(g, g, value=1 - b2)
+        denom = (state["exp_avg_sq"].sqrt() / math.sqrt(1 - b2**t)).add_(group["eps"])
+        w.addcdiv_(state["exp_avg"], denom, value=-group["lr"] / (1 - b1**t))
+        p.copy_(w)
+
+    # --------------------------------------------------------------- inspection
+    def mask(self, p: torch.Tensor) -> torch.Tensor:
+        """The current selection of ``p`` as a bool tensor like ``p`` (all True for dense groups)."""
+        state = self.state.get(p, {})
+        for group in self.param_groups:
+            if any(q is p for q in group["params"]):
+                if not group["sparse"]:
+                    return torch.ones_like(p, dtype=torch.bool)
+                out = torch.zeros(p.numel(), dtype=torch.bool, device=p.device)
+                if "idx" in state:
+                    out[self._global_idx(state, group["chunk_size"])] = True
+                return out.view(p.shape)
+        raise ValueError("p: not a parameter of this optimizer")
+
+    def state_bytes(self) -> int:
+        """Bytes of optimizer state tensors (indices, moments, ages; dense groups included)."""
+        total = 0
+        for st in self.state.values():
+            for v in st.values():
+                if torch.is_tensor(v):
+                    total += v.numel() * v.element_size()
+        return total
+
+    def touched_fraction(self) -> float:
+        """Fraction of sparse-group entries that were ever selected."""
+        n = sum(p.numel() for g in self.param_groups if g["sparse"] for p in g["params"])
+        hit = sum(int(t.sum()) for t in self._touched.values())
+        return hit / max(n, 1)
+
+    # --------------------------------------------------------------- state dict
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Load after checking every group and tensor fits (a mismatch raises ``ValueError``).
+
+        The state is deep-copied: in-place steps never alias the source optimizer's tensors.
+        """
+        import copy
+
+        state_dict = copy.deepcopy(state_dict)
+        groups = state_dict.get("param_groups")
+        if groups is None or len(groups) != len(self.param_groups):
+            raise ValueError(
+                f"state_dict: expected {len(self.param_groups)} param groups, got "
+                f"{None if groups is None else len(groups)}"
+            )
+        for i, (mine, theirs) in enumerate(zip(self.param_groups, groups)):
+            for key in ("sparse", "chunk_size", "criterion", "state_on_refresh"):
+                if mine[key] != theirs.get(key):
+                    raise ValueError(
+                        f"state_dict: param group {i} has {key}={theirs.get(key)!r}, this optimizer {mine[key]!r}"
+                    )
+            if len(mine["params"]) != len(theirs["params"]):
+                raise ValueError(
+                    f"state_dict: param group {i} has {len(theirs['params'])} params, expected {len(mine['params'])}"
+                )
+            for p, pid in zip(mine["params"], theirs["params"]):
+                st = state_dict["state"].get(pid)
+                if st is None:
+                    continue
+                if mine["sparse"]:
+                    if "idx" not in st:
+                        raise ValueError(f"state_dict: sparse param {pid} has no 'idx'")
+                    n = st["idx"].numel()
+                    for key in ("exp_avg", "exp_avg_sq", "age"):
+                        if st[key].numel() != n:
+                            raise ValueError(
+                                f"state_dict: param {pid} {key} has {st[key].numel()} entries, idx {n}"
+                            )
+                    if st["idx"].dtype != self.index_dtype:
+                        raise ValueError(
+                            f"state_dict: param {pid} idx dtype {st['idx'].dtype}, expected {self.index_dtype}"
+                        )
+                    hi = int(st["idx"].max()) if n and st["idx"].dtype != torch.int16 else -1
+                    if hi >= p.numel():
+                        raise ValueError(
+                            f"state_dict: param {pid} index {hi} out of range for {p.numel()} entries"
+                        )
+                else:
+                    if tuple(st["exp_avg"].shape) != tuple(p.shape):
+                        raise ValueError(
+                            f"state_dict: dense param {pid} state shape {tuple(st['exp_avg'].shape)}, expected {tuple(p.shape)}"
+                        )
+        super().load_state_dict(state_dict)
+        for group in self.param_groups:
+            if group["sparse"]:
+                for p in group["params"]:
+                    st = self.state.get(p, {})
+                    if "idx" in st:
+                        # the base class casts state tensors to the parameter's dtype: undo it
+                        sdt = torch.promote_types(self.state_dtype, p.dtype)
+                        st["idx"] = st["idx"].to(self.index_dtype)
+                        st["age"] = st["age"].to(torch.int32)
+                        st["exp_avg"] = st["exp_avg"].to(sdt)
+                        st["exp_avg_sq"] = st["exp_avg_sq"].to(sdt)
+                        if "chunk_of" in st:
+                            st["chunk_of"] = st["chunk_of"].to(torch.int32)
+                        t = torch.zeros(p.numel(), dtype=torch.bool, device=p.device)
+                        t[self._global_idx(st, group["chunk_size"])] = True
+                        self._touched[p] = t
