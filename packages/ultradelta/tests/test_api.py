@@ -2,9 +2,6 @@
 
 import pytest
 import torch
-from neurips25_core.models import tiny_llama, tiny_llama_config
-from neurips25_core.testing import randn
-
 from ultradelta import (
     UltraDeltaConfig,
     apply_deltas,
@@ -15,6 +12,9 @@ from ultradelta import (
     delta_come_lite,
     magnitude_prune,
 )
+
+from neurips25_core.models import tiny_llama, tiny_llama_config
+from neurips25_core.testing import randn
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +83,11 @@ def test_bad_input(models):
 
 
 def test_stage_switches_change_what_they_should():
-    d = {"a": randn(40, 40, seed=1), "b": randn(40, 40, seed=2) * 0.1, "c": randn(40, 40, seed=5) * 3}
+    d = {
+        "a": randn(40, 40, seed=1),
+        "b": randn(40, 40, seed=2) * 0.1,
+        "c": randn(40, 40, seed=5) * 3,
+    }
     full = compress([d])[0]
     no_q = compress([d], UltraDeltaConfig(quantize=False))[0]
     assert all(v.codes is None for v in no_q.tensors.values())
@@ -113,12 +117,14 @@ def test_baselines():
     assert bits == 64 * 48 + 16
     full, _ = delta_come_lite(d, (48, 0, 0))
     assert float((full["w"] - d["w"]).norm() / d["w"].norm()) < 0.02
-    low, low_bits = delta_come_lite(d, (1, 2, 4))
+    _low, low_bits = delta_come_lite(d, (1, 2, 4))
     assert low_bits == 7 * 0 + 1 * (112 * 8 + 48) + 2 * (112 * 3 + 48) + 4 * (112 * 2 + 48)
 
 
 def test_peft_dare_rescale():
-    merge_utils = pytest.importorskip("peft.utils.merge_utils", reason="peft (the `peers` extra) is not installed")
+    merge_utils = pytest.importorskip(
+        "peft.utils.merge_utils", reason="peft (the `peers` extra) is not installed"
+    )
     t = randn(200, 200, seed=4)
     out = merge_utils.random_pruning(t, density=0.1, rescale=True)
     kept = out != 0

@@ -3,17 +3,31 @@
 import numpy as np
 import pytest
 import torch
-from neurips25_core.testing import poisoned_empty, randn
-
-from ultradelta import CompressedDelta, UltraDeltaConfig, apply_compressed, compress, to_device_format
+from ultradelta import (
+    CompressedDelta,
+    UltraDeltaConfig,
+    apply_compressed,
+    compress,
+    to_device_format,
+)
 from ultradelta.baselines import dare
 from ultradelta.packed import rice_decode, rice_encode
+
+from neurips25_core.testing import poisoned_empty, randn
 
 
 def _tasks():
     return [
-        {"a.w": randn(33, 47, seed=1), "b.w": randn(20, 9, seed=2) * 5, "c": randn(3, 5, 7, seed=3)},
-        {"a.w": randn(33, 47, seed=4) * 2, "b.w": randn(20, 9, seed=5), "c": randn(3, 5, 7, seed=6)},
+        {
+            "a.w": randn(33, 47, seed=1),
+            "b.w": randn(20, 9, seed=2) * 5,
+            "c": randn(3, 5, 7, seed=3),
+        },
+        {
+            "a.w": randn(33, 47, seed=4) * 2,
+            "b.w": randn(20, 9, seed=5),
+            "c": randn(3, 5, 7, seed=6),
+        },
     ]
 
 
@@ -27,7 +41,14 @@ def test_rice_round_trip():
     assert 8 * (len(u) + len(r)) / gaps.size < 1.03 * h + 0.1
 
 
-@pytest.mark.parametrize("cfg", [UltraDeltaConfig(), UltraDeltaConfig(bits=1, sparsity=0.5, step=0.0), UltraDeltaConfig(quantize=False, sparsity=0.9)])
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        UltraDeltaConfig(),
+        UltraDeltaConfig(bits=1, sparsity=0.5, step=0.0),
+        UltraDeltaConfig(quantize=False, sparsity=0.9),
+    ],
+)
 def test_serialize_round_trip_exact(cfg):
     for c in compress(_tasks(), cfg):
         back = CompressedDelta.deserialize(c.serialize())

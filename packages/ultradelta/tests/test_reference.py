@@ -4,9 +4,8 @@ import math
 
 import pytest
 import torch
-from neurips25_core.testing import assert_close, randn
-
 from ultradelta import (
+    UltraDeltaConfig,
     allocate_sparsity,
     compress,
     entropy_bits,
@@ -15,7 +14,6 @@ from ultradelta import (
     quantize_codes,
     trace_norm_factors,
     trace_norms,
-    UltraDeltaConfig,
 )
 from ultradelta.baselines import matched_sparsity
 from ultradelta.reference import (
@@ -23,6 +21,8 @@ from ultradelta.reference import (
     groupwise_prune_reference,
     trace_norm_factors_reference,
 )
+
+from neurips25_core.testing import assert_close, randn
 
 
 def test_fake_quant_equals_formula_fp32():
@@ -47,7 +47,7 @@ def test_constant_tensor_unchanged_no_nan():
 
 def test_quantize_codes_range_and_float64():
     t = randn(50, 20, seed=2, dtype=torch.float64)
-    codes, lo, hi = quantize_codes(t, 3)
+    codes, lo, _hi = quantize_codes(t, 3)
     assert int(codes.min()) == 0 and int(codes.max()) == 7 and lo.dtype == torch.float64
 
 
@@ -98,7 +98,7 @@ def test_msa_one_element_std_zero_and_no_high():
 
 
 @pytest.mark.parametrize(
-    "kwargs, match",
+    ("kwargs", "match"),
     [
         (dict(target=1.0, step=0.0), "sparsity"),
         (dict(target=-0.1, step=0.0), "sparsity"),
@@ -206,7 +206,7 @@ def test_ratio_formulas():
     assert round(ratio(0.97, 4), 1) == 50.9
     assert round(ratio(0.99, 4), 1) == 132.5
     assert round(ratio(0.9, 4), 1) == 18.4
-    assert 16 / (0.03 * 4) == pytest.approx(133.33, rel=1e-3)
+    assert pytest.approx(133.33, rel=1e-3) == 16 / (0.03 * 4)
     assert matched_sparsity(50.9, 16) > 0.98
 
 
@@ -247,7 +247,9 @@ def test_pipeline_matches_float64_reference():
             assert a.tensors[k].kept == b.tensors[k].kept
     # the vectorised run picks other survivors (another random stream), so its gamma is its own:
     # min T / T_k over its own rescaled, pruned deltas
-    undone = [{k: v / c.config["gamma"] for k, v in c.to_dense(torch.float64).items()} for c in ours]
+    undone = [
+        {k: v / c.config["gamma"] for k, v in c.to_dense(torch.float64).items()} for c in ours
+    ]
     norms = trace_norms(undone)
     for c, t in zip(ours, norms):
         assert math.isclose(c.config["gamma"], min(norms) / t, rel_tol=1e-5)

@@ -22,7 +22,7 @@ from .stages import (
     trace_norm_factors,
 )
 
-__all__ = ["UltraDeltaConfig", "compute_deltas", "apply_deltas", "compress", "DEFAULT_INCLUDE"]
+__all__ = ["DEFAULT_INCLUDE", "UltraDeltaConfig", "apply_deltas", "compress", "compute_deltas"]
 
 #: The default scope: 2-D ``nn.Linear`` weights inside the transformer blocks (``layers.N.``).
 DEFAULT_INCLUDE = r"(^|\.)(layers|h|blocks|block|layer)\.\d+\..*\.weight$"
@@ -70,7 +70,10 @@ def compute_deltas(
 
     Example:
         >>> import torch
-        >>> pre = {"model.layers.0.mlp.up_proj.weight": torch.zeros(2, 2), "model.norm.weight": torch.ones(2)}
+        >>> pre = {
+        ...     "model.layers.0.mlp.up_proj.weight": torch.zeros(2, 2),
+        ...     "model.norm.weight": torch.ones(2),
+        ... }
         >>> ft = {k: v + 1 for k, v in pre.items()}
         >>> list(compute_deltas(pre, ft))
         ['model.layers.0.mlp.up_proj.weight']
@@ -84,7 +87,9 @@ def compute_deltas(
         if not pattern.search(k) or v.dim() != 2 or not v.is_floating_point():
             continue
         if ft_sd[k].shape != v.shape:
-            raise ValueError(f"ft_sd[{k!r}]: shape {tuple(ft_sd[k].shape)}, pre_sd has {tuple(v.shape)}")
+            raise ValueError(
+                f"ft_sd[{k!r}]: shape {tuple(ft_sd[k].shape)}, pre_sd has {tuple(v.shape)}"
+            )
         out[k] = ft_sd[k].float() - v.float()
     if not out:
         raise ValueError(f"include: no 2-D float tensor of pre_sd matches {pattern.pattern!r}")
@@ -133,7 +138,10 @@ def compress(
     levels = 2**cfg.bits - 1
     pruned_list = []
     for delta in deltas_list:
-        q = {k: fake_quant(v.float(), cfg.bits) if cfg.quantize else v.float() for k, v in delta.items()}
+        q = {
+            k: fake_quant(v.float(), cfg.bits) if cfg.quantize else v.float()
+            for k, v in delta.items()
+        }
         if cfg.mixed:
             rates = allocate_sparsity(q, cfg.sparsity, cfg.step)
         else:
@@ -175,7 +183,9 @@ def compress(
                 tensors[k] = CompressedTensor(
                     tuple(v.shape), idx, None, flat[idx].half(), 16, 0.0, 0.0, scale
                 )
-        out.append(CompressedDelta(tensors, {**dataclasses.asdict(cfg), "gamma": gamma, "levels": levels}))
+        out.append(
+            CompressedDelta(tensors, {**dataclasses.asdict(cfg), "gamma": gamma, "levels": levels})
+        )
     return out
 
 
@@ -195,10 +205,14 @@ def apply_deltas(
     if others not in ("drop", "keep"):
         raise ValueError(f"others: expected 'drop' or 'keep', got {others!r}")
     if others == "keep" and ft_sd is None:
-        raise ValueError("ft_sd: others='keep' needs the fine-tuned state dict for the dense tensors")
+        raise ValueError(
+            "ft_sd: others='keep' needs the fine-tuned state dict for the dense tensors"
+        )
     dense = deltas.to_dense() if isinstance(deltas, CompressedDelta) else deltas
     if not isinstance(dense, dict):
-        raise TypeError(f"deltas: expected a CompressedDelta or a dict, got {type(deltas).__name__}")
+        raise TypeError(
+            f"deltas: expected a CompressedDelta or a dict, got {type(deltas).__name__}"
+        )
     for k, v in dense.items():
         if k not in pre_sd:
             raise ValueError(f"deltas: key {k!r} is not in pre_sd")

@@ -10,7 +10,7 @@ import torch
 from .packed import CompressedDelta, CompressedTensor
 from .stages import check_float, entropy_bits
 
-__all__ = ["dare", "magnitude_prune", "bitdelta", "delta_come_lite", "matched_sparsity"]
+__all__ = ["bitdelta", "dare", "delta_come_lite", "magnitude_prune", "matched_sparsity"]
 
 
 def _check_p(p: float) -> None:
@@ -127,5 +127,5 @@ def delta_come_ranks_for(delta: dict[str, torch.Tensor], ratio: float) -> tuple[
     budget = 16 * n_params / ratio
     per_unit = sum((sum(v.shape)) * (8 + 2 * 3 + 4 * 2) + 7 * 48 for v in delta.values())
     unit = max(budget / per_unit, 1e-9)
-    r8 = max(1, int(round(unit)))
+    r8 = max(1, round(unit))
     return r8, 2 * r8, 4 * r8

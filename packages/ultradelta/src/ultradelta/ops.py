@@ -6,7 +6,7 @@ import torch
 
 from .packed import CompressedTensor
 
-__all__ = ["to_device_format", "apply_compressed", "BLOCK"]
+__all__ = ["BLOCK", "apply_compressed", "to_device_format"]
 
 #: Elements per block of the compacted device format (one Triton program each).
 BLOCK = 1024
@@ -19,7 +19,9 @@ def to_device_format(ct: CompressedTensor, device=None) -> dict:
     if not isinstance(ct, CompressedTensor):
         raise TypeError(f"ct: expected a CompressedTensor, got {type(ct).__name__}")
     if ct.codes is None:
-        raise ValueError("ct: the device format needs a coded tensor (quantize=True), got fp16 values")
+        raise ValueError(
+            "ct: the device format needs a coded tensor (quantize=True), got fp16 values"
+        )
     n = ct.numel
     mask = torch.zeros(((n + 31) // 32) * 32, dtype=torch.int64)
     mask[ct.indices] = 1
@@ -46,7 +48,8 @@ def _decode_add_torch(base, codes, mask_words, lo, step, scale):
     shifts = torch.arange(32, device=base.device, dtype=torch.int32)
     bits = ((mask_words[:, None] >> shifts[None, :]) & 1).reshape(-1)[:n].bool()
     value = (
-        torch.tensor(lo, dtype=torch.float32) + codes.float() * torch.tensor(step, dtype=torch.float32)
+        torch.tensor(lo, dtype=torch.float32)
+        + codes.float() * torch.tensor(step, dtype=torch.float32)
     ) * torch.tensor(scale, dtype=torch.float32)
     flat = base.view(-1)
     flat[bits] = (flat[bits].float() + value.to(flat.device)).to(flat.dtype)
@@ -79,7 +82,9 @@ def apply_compressed(
         True
     """
     if not isinstance(base, torch.Tensor) or not base.is_floating_point():
-        raise TypeError(f"base: expected a floating-point tensor, got {getattr(base, 'dtype', type(base))}")
+        raise TypeError(
+            f"base: expected a floating-point tensor, got {getattr(base, 'dtype', type(base))}"
+        )
     if not base.is_contiguous():
         raise ValueError("base: expected a contiguous tensor (it is updated in place)")
     if codes.dtype != torch.uint8:
@@ -90,7 +95,9 @@ def apply_compressed(
         )
     n_blocks = (base.numel() + BLOCK - 1) // BLOCK
     if block_offsets.dtype != torch.int32 or block_offsets.numel() != n_blocks:
-        raise ValueError(f"block_offsets: expected {n_blocks} int32 offsets, got {block_offsets.numel()}")
+        raise ValueError(
+            f"block_offsets: expected {n_blocks} int32 offsets, got {block_offsets.numel()}"
+        )
     if backend not in (None, "torch", "triton"):
         raise ValueError(f"backend: expected None, 'torch' or 'triton', got {backend!r}")
     if backend is None:

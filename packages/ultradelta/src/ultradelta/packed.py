@@ -14,7 +14,7 @@ import torch
 
 from .stages import dequantize_codes, entropy_bits
 
-__all__ = ["CompressedTensor", "CompressedDelta", "rice_encode", "rice_decode"]
+__all__ = ["CompressedDelta", "CompressedTensor", "rice_decode", "rice_encode"]
 
 MAGIC = b"UDLT"
 VERSION = 1
@@ -206,7 +206,9 @@ class CompressedDelta:
         tensors = {}
         fmt = "<IBBBfffIII"
         for name, shape in zip(meta["names"], meta["shapes"]):
-            kept, k, is_codes, bits, lo, hi, scale, nu, nr, npay = struct.unpack_from(fmt, data, pos)
+            kept, k, is_codes, bits, lo, hi, scale, nu, nr, npay = struct.unpack_from(
+                fmt, data, pos
+            )
             pos += struct.calcsize(fmt)
             unary = data[pos : pos + nu]
             rem = data[pos + nu : pos + nu + nr]

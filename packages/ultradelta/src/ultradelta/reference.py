@@ -13,11 +13,11 @@ import math
 import torch
 
 __all__ = [
-    "fake_quant_reference",
     "allocate_sparsity_reference",
+    "fake_quant_reference",
     "groupwise_prune_reference",
-    "trace_norms_reference",
     "trace_norm_factors_reference",
+    "trace_norms_reference",
 ]
 
 

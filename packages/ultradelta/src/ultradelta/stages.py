@@ -13,16 +13,16 @@ import torch
 from . import reference as ref
 
 __all__ = [
+    "allocate_sparsity",
+    "bernoulli_prune",
     "check_bits",
     "check_float",
-    "fake_quant",
-    "quantize_codes",
     "dequantize_codes",
-    "allocate_sparsity",
+    "fake_quant",
     "groupwise_prune",
-    "bernoulli_prune",
-    "trace_norms",
+    "quantize_codes",
     "trace_norm_factors",
+    "trace_norms",
 ]
 
 
@@ -161,7 +161,7 @@ def groupwise_prune(
     r = _level_rate(flat, float(rate))
     if r == 0.0:
         return t.clone()
-    values, inverse, counts = torch.unique(flat, return_inverse=True, return_counts=True)
+    _values, inverse, counts = torch.unique(flat, return_inverse=True, return_counts=True)
     keys = torch.rand(flat.numel(), generator=generator, dtype=torch.float64)
     # one sort on level + key (key in [0, 1), exact in float64 for up to 2^24 levels) is the
     # stable sort by (level, key)
@@ -222,9 +222,11 @@ def trace_norm_factors(
         return ref.trace_norm_factors_reference(list(deltas_list))
     norms = trace_norms(list(deltas_list), dtype=dtype)
     smallest = min(norms)
-    return [smallest / n if n > 0 else 1.0 for n in norms] if smallest > 0 else [
-        1.0 if n == 0 else 0.0 for n in norms
-    ]
+    return (
+        [smallest / n if n > 0 else 1.0 for n in norms]
+        if smallest > 0
+        else [1.0 if n == 0 else 0.0 for n in norms]
+    )
 
 
 def entropy_bits(p: float) -> float:

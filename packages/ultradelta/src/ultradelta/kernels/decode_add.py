@@ -9,7 +9,6 @@ in the compacted codes, gathers, dequantizes, and adds into the base weight in p
 
 from __future__ import annotations
 
-import torch
 import triton
 import triton.language as tl
 
@@ -17,7 +16,9 @@ BLOCK = 1024
 
 
 @triton.jit
-def _decode_add_kernel(base_ptr, codes_ptr, words_ptr, offsets_ptr, n, lo, step, scale, BLOCK: tl.constexpr):
+def _decode_add_kernel(
+    base_ptr, codes_ptr, words_ptr, offsets_ptr, n, lo, step, scale, BLOCK: tl.constexpr
+):
     pid = tl.program_id(0)
     offs = pid * BLOCK + tl.arange(0, BLOCK)
     inb = offs < n
