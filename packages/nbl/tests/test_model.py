@@ -165,7 +165,7 @@ def test_sequential_ablation_runs_and_differs_in_stats():
     model = _llama()
     chosen = nbl.linearize(model, _ids(), k=2, sequential=True)
     assert len(set(chosen)) == 2
-    assert sum(isinstance(l.self_attn, nbl.LinearizedAttention) for l in model.model.layers) == 2
+    assert sum(isinstance(m.self_attn, nbl.LinearizedAttention) for m in model.model.layers) == 2
 
 
 def test_removed_parameters_mistral7b():
@@ -203,4 +203,4 @@ def test_bad_inputs():
     small = nbl.calibrate(model, _ids(1, 20))  # 20 tokens < d = 32
     with pytest.raises(ValueError, match="C_xx singular"):
         nbl.apply(model, [0], small)
-    assert not any(isinstance(l.self_attn, nbl.LinearizedAttention) for l in model.model.layers)
+    assert not any(isinstance(m.self_attn, nbl.LinearizedAttention) for m in model.model.layers)

@@ -124,21 +124,22 @@ def _check_ids(input_ids, attention_mask):
             f"input_ids: expected a 2-D integer tensor [B, T], got shape "
             f"{tuple(input_ids.shape)} dtype {input_ids.dtype}"
         )
-    if attention_mask is not None:
-        if not isinstance(attention_mask, torch.Tensor) or attention_mask.shape != input_ids.shape:
-            got = (
-                tuple(attention_mask.shape)
-                if isinstance(attention_mask, torch.Tensor)
-                else type(attention_mask).__name__
-            )
-            raise ValueError(f"attention_mask: expected shape {tuple(input_ids.shape)}, got {got}")
+    if attention_mask is not None and (
+        not isinstance(attention_mask, torch.Tensor) or attention_mask.shape != input_ids.shape
+    ):
+        got = (
+            tuple(attention_mask.shape)
+            if isinstance(attention_mask, torch.Tensor)
+            else type(attention_mask).__name__
+        )
+        raise ValueError(f"attention_mask: expected shape {tuple(input_ids.shape)}, got {got}")
 
 
 def _real_attention_layers(layers):
     return [
         i
-        for i, l in enumerate(layers)
-        if not isinstance(l.self_attn, (LinearizedAttention, DroppedAttention))
+        for i, lay in enumerate(layers)
+        if not isinstance(lay.self_attn, (LinearizedAttention, DroppedAttention))
     ]
 
 

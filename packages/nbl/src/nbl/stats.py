@@ -74,9 +74,9 @@ class CovAccumulator:
         >>> import torch
         >>> acc = CovAccumulator(3, 2)
         >>> x = torch.randn(100, 3, dtype=torch.float64)
-        ... y = x[:, :2] * 2 + 1
+        >>> y = x[:, :2] * 2 + 1
         >>> acc.update(x[:60], y[:60])
-        ... acc.update(x[60:], y[60:])
+        >>> acc.update(x[60:], y[60:])
         >>> s = acc.finalize()
         >>> bool(torch.allclose(s.cxx, torch.cov(x.T)))
         True
@@ -168,7 +168,7 @@ class CovAccumulator:
             ]
         )
         dist.all_reduce(head, group=group)
-        total = int(round(float(head[0])))
+        total = round(float(head[0]))
         if total == 0:
             return self
         gx = head[1 : 1 + self.d_in] / total
