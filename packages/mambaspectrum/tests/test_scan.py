@@ -18,7 +18,7 @@ def inputs(batch=2, d=5, n=3, length=37, dtype=torch.float32, seed=0, with_h0=Tr
     return u, delta, A, B, C, D, z, h0
 
 
-@pytest.mark.parametrize("length,chunk", [(1, 16), (37, 16), (50, 7), (64, 64)])
+@pytest.mark.parametrize(("length", "chunk"), [(1, 16), (37, 16), (50, 7), (64, 64)])
 def test_chunked_matches_reference_forward_and_backward(length, chunk):
     args = inputs(length=length)
     leaves = [a.clone().requires_grad_(True) for a in args]
@@ -46,7 +46,7 @@ def test_chunked_float64_is_exact_to_1e10():
 
 
 def test_large_decay_does_not_overflow():
-    u, delta, A, B, C, D, z, h0 = inputs(length=40)
+    u, delta, A, B, C, _D, _z, _h0 = inputs(length=40)
     y = selective_scan_chunked(u, delta * 200.0, A, B, C, chunk=40)
     assert torch.isfinite(y).all()
     assert_close(y, selective_scan_ref(u, delta * 200.0, A, B, C), rtol=1e-5)
@@ -63,7 +63,7 @@ def test_chunk_boundary_state_carry_equals_h0():
 
 
 def test_bad_shapes_are_refused():
-    u, delta, A, B, C, D, z, h0 = inputs()
+    u, delta, A, B, C, _D, _z, h0 = inputs()
     with pytest.raises(ValueError, match="delta"):
         selective_scan(u, delta[..., :-1], A, B, C)
     with pytest.raises(ValueError, match="A"):

@@ -1,11 +1,9 @@
 """The selective scan of Mamba-1: argument checks, backend dispatch and the chunked torch scan.
 
 ``selective_scan_chunked`` never builds the ``(batch, d_inner, L, N)`` tensor of HF's slow path:
-it walks over chunks of ``chunk`` tokens, carrying the state between chunks; inside a chunk the
-state at every position is ``exp(cum_t) h_prev + sum_{j<=t} exp(cum_t - cum_j) delta_j B_j u_j``
-with ``cum`` the cumulative log-decay (summed in float64). Every exponent is ``<= 0`` (the upper
-triangle is masked to ``-inf`` before ``exp``), so it cannot overflow however large ``delta * a``
-gets, and autograd goes through it.
+it walks over chunks of ``chunk`` tokens (128 by default), carrying the state between chunks;
+inside a chunk it uses the log-space cumulative sum of the decay (float64), splitting any chunk
+whose decay would overflow. Autograd goes through it.
 """
 
 from __future__ import annotations
@@ -16,6 +14,8 @@ import torch.nn.functional as F
 from .reference import selective_scan_ref
 
 BACKENDS = ("auto", "reference", "chunked")
+# exp(600) ~ 1e260 leaves float64 headroom for the products with x and h.
+_MAX_LOG_DECAY = 600.0
 
 
 def _check(u, delta, A, B, C, D, z, h0):
@@ -44,12 +44,16 @@ def _check(u, delta, A, B, C, D, z, h0):
 
 
 def selective_scan_chunked(
-    u, delta, A, B, C, D=None, z=None, h0=None, return_last_state=False, chunk=16
+    u, delta, A, B, C, D=None, z=None, h0=None, return_last_state=False, chunk=128
 ):
     """Chunked selective scan in torch (same contract as :func:`selective_scan_ref`).
 
-    Computes in float64 for float64 inputs and in float32 otherwise (the cumulative log-decay is
-    always summed in float64). Memory per chunk: ``batch * d_inner * N * chunk**2`` elements.
+    Inside each chunk of ``chunk`` tokens the states are
+    ``exp(cum_t) * (h_prev + cumsum_j(exp(-cum_j) * delta_j B_j u_j))``, with ``cum`` the
+    cumulative log-decay from the chunk start, all in float64. A chunk whose total decay exceeds
+    ``_MAX_LOG_DECAY`` (``exp(-cum)`` would overflow float64) is split in halves, down to single
+    tokens, which use the plain recurrence. Memory per chunk: ``batch * d_inner * chunk * N``
+    float64 elements; the output is cast back to ``u``'s dtype.
 
     Example:
         >>> from mambaspectrum.reference import selective_scan_ref
@@ -57,51 +61,57 @@ def selective_scan_chunked(
         >>> u, delta = torch.randn(2, 3, 37, generator=g), torch.rand(2, 3, 37, generator=g)
         >>> A = -torch.rand(3, 4, generator=g)
         ... B, C = torch.randn(2, 2, 4, 37, generator=g)
-        >>> y = selective_scan_chunked(u, delta, A, B, C)
+        >>> y = selective_scan_chunked(u, delta, A, B, C, chunk=8)
         >>> bool(torch.allclose(y, selective_scan_ref(u, delta, A, B, C), atol=1e-5))
         True
     """
     if not isinstance(chunk, int) or chunk < 1:
         raise ValueError(f"chunk: expected a positive int, got {chunk!r}")
     out_dtype = u.dtype
-    work = torch.float64 if u.dtype == torch.float64 else torch.float32
     batch, d_inner, length = u.shape
     n = A.shape[1]
-    A_w = A.to(work)
-    h = torch.zeros(batch, d_inner, n, dtype=work, device=u.device)
+    A64 = A.double()
+    h = torch.zeros(batch, d_inner, n, dtype=torch.float64, device=u.device)
     if h0 is not None:
-        h = h + h0.to(work)
-    mask = torch.ones(chunk, chunk, dtype=torch.bool, device=u.device).tril()
+        h = h + h0.double()
     ys = []
-    for start in range(0, length, chunk):
-        stop = min(start + chunk, length)
-        t_len = stop - start
-        d_c = delta[:, :, start:stop].to(work)  # (b, d, T)
-        u_c = u[:, :, start:stop].to(work)
-        b_c = B[:, :, start:stop].to(work).transpose(1, 2)  # (b, T, N)
-        c_c = C[:, :, start:stop].to(work).transpose(1, 2)
-        log_decay = d_c[..., None].double() * A_w[None, :, None, :].double()  # (b, d, T, N)
-        cum = log_decay.cumsum(dim=2)
-        diff = cum[:, :, :, None, :] - cum[:, :, None, :, :]  # (b, d, t, j, N)
-        m = mask[:t_len, :t_len, None]
-        weights = torch.exp(diff.masked_fill(~m, float("-inf")).to(work))
-        x = (d_c * u_c)[..., None] * b_c[:, None]  # (b, d, T, N)
-        states = (
-            torch.einsum("bdtjn,bdjn->bdtn", weights, x) + torch.exp(cum.to(work)) * h[:, :, None]
-        )
+
+    def run(start, stop, h):
+        d_c = delta[:, :, start:stop].double()  # (b, d, T)
+        x = (d_c * u[:, :, start:stop].double())[..., None] * B[
+            :, :, start:stop
+        ].double().transpose(1, 2)[:, None]
+        c_c = C[:, :, start:stop].double().transpose(1, 2)  # (b, T, N)
+        log_decay = d_c[..., None] * A64[None, :, None, :]  # (b, d, T, N), <= 0
+        if stop - start == 1:
+            states = torch.exp(log_decay) * h[:, :, None] + x
+        else:
+            cum = log_decay.cumsum(dim=2)
+            if float(-cum[:, :, -1].detach().min()) > _MAX_LOG_DECAY:
+                mid = (start + stop) // 2
+                return run(mid, stop, run(start, mid, h))
+            growth = torch.exp(cum)
+            states = growth * (h[:, :, None] + torch.cumsum(x / growth, dim=2))
         ys.append(torch.einsum("bdtn,btn->bdt", states, c_c))
-        h = states[:, :, -1]
-    y = torch.cat(ys, dim=-1) if ys else u.new_zeros(batch, d_inner, 0, dtype=work)
+        return states[:, :, -1]
+
+    for start in range(0, length, chunk):
+        h = run(start, min(start + chunk, length), h)
+    y = (
+        torch.cat(ys, dim=-1)
+        if ys
+        else torch.zeros(batch, d_inner, 0, dtype=torch.float64, device=u.device)
+    )
     if D is not None:
-        y = y + u.to(work) * D.to(work)[None, :, None]
+        y = y + u.double() * D.double()[None, :, None]
     if z is not None:
-        y = y * F.silu(z.to(work))
+        y = y * F.silu(z.double())
     y = y.to(out_dtype)
-    return (y, h) if return_last_state else y
+    return (y, h.to(out_dtype) if out_dtype != torch.float64 else h) if return_last_state else y
 
 
 def selective_scan(
-    u, delta, A, B, C, D=None, z=None, h0=None, return_last_state=False, backend="auto", chunk=16
+    u, delta, A, B, C, D=None, z=None, h0=None, return_last_state=False, backend="auto", chunk=128
 ):
     """Mamba-1 selective scan with backend dispatch.
 
