@@ -49,3 +49,42 @@ def test_gpu_benchmark_toy(tmp_path):
     res = mod.main(["--toy", "--out", str(tmp_path / "gpu.json")])
     assert res["correctness"] and all(r["rel_err"] <= 1e-4 for r in res["correctness"])
     assert res["fused"] and res["fused"][0]["rel_err"] <= 1e-5 and (tmp_path / "gpu.json").exists()
+
+
+@pytest.mark.parametrize("n", [2, 16, 128])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_fwht_kernel_matches_torch(n, dtype):
+    from qpalette.kernels.fwht import fwht_rows
+    from qpalette.rotation import _fwht
+
+    from neurips25_core.testing import poisoned_empty
+
+    g = torch.Generator().manual_seed(n)
+    x = torch.randn(3, n, generator=g, dtype=torch.float64).to(dtype)
+    out = poisoned_empty(3, n, dtype=dtype)
+    y = fwht_rows(x, scale=0.5, out=out)
+    assert y is out and not torch.isnan(out).any()
+    assert_close(y, _fwht(x.double()) * 0.5, rtol=1e-5 if dtype == torch.float32 else 1e-12)
+
+
+@pytest.mark.parametrize("d", [32, 48])
+def test_hadamard_transform_triton_backend(d):
+    from qpalette.rotation import hadamard_transform, inverse_hadamard_transform, random_signs
+
+    x = torch.randn(3, d, generator=torch.Generator().manual_seed(d))
+    s = random_signs(d, seed=1)
+    y = hadamard_transform(x, s, backend="triton")
+    assert_close(y, hadamard_transform(x.double(), s.double(), backend="torch"), rtol=1e-5)
+    assert_close(inverse_hadamard_transform(y, s, backend="triton"), x, rtol=1e-5)
+    with pytest.raises(ValueError, match="backend"):
+        hadamard_transform(x, s, backend="cuda")
+
+
+def test_device_side_codes_are_moved_once():
+    from qpalette.modules import QPaletteLinear
+
+    q = QPaletteLinear.from_linear(torch.nn.Linear(32, 16), "nuq-3", signs=None)
+    a = q.device_qweight(torch.device("cpu"))
+    assert q.device_qweight(torch.device("cpu")) is a
+    assert all(torch.equal(c, d) for c, d in zip(a.codes, q.qweight.codes))
+    assert torch.equal(a.dequantize(), q.qweight.dequantize())

@@ -1,6 +1,7 @@
 """nn.Modules: the rotated, quantized linear layer and fused same-input groups.
 
-CPU path: dequantize to float32 (cached after the first call), then one matmul. The forward is
+CPU path: dequantize to float32 (cached after the first call), then one matmul. CUDA path: the
+Triton dequant-GEMV kernels on a device-side copy of the codes made once (``device_qweight``). The forward is
 y = σ ⊙ (Q(W_r/σ) · M(s ⊙ x)) + b, with M the orthonormal Hadamard transform.
 """
 
@@ -46,6 +47,7 @@ class QPaletteLinear(nn.Module):
         self.register_buffer("weight_r", weight_r)
         self.bias = None if bias is None else nn.Parameter(bias, requires_grad=False)
         self._dense: torch.Tensor | None = None
+        self._device_qm: QuantizedMatrix | None = None
 
     @property
     def spec(self) -> QuantizerSpec | None:
@@ -95,6 +97,24 @@ class QPaletteLinear(nn.Module):
             self._dense = self.qweight.dequantize()
         return self._dense
 
+    def device_qweight(self, device: torch.device) -> QuantizedMatrix:
+        """``qweight`` with codes, scales and codebook on ``device``, moved once and cached.
+
+        The Triton kernels read this copy; later calls on the same device move nothing.
+        """
+        qm = self._device_qm
+        if qm is None or qm.scales.device != device:
+            src = self.qweight
+            qm = QuantizedMatrix(
+                src.spec,
+                src.shape,
+                src.scales.to(device),
+                tuple(c.to(device) for c in src.codes),
+                src.codebook.to(device),
+            )
+            self._device_qm = qm
+        return qm
+
     @property
     def nbytes(self) -> int:
         """Stored bytes: codes + codebook + row scales (+ the sign vector as bits)."""
@@ -106,9 +126,9 @@ class QPaletteLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.qweight is not None and x.is_cuda:
-            from .ops import qmatmul  # Triton dequant-GEMV (codes copied to the device per call)
+            from .ops import qmatmul  # Triton dequant-GEMV on the cached device-side codes
 
-            y = qmatmul(self.rotate_input(x), self.qweight)
+            y = qmatmul(self.rotate_input(x), self.device_qweight(x.device))
         else:
             w = self.dense_weight()
             w = w if w.device == x.device else w.to(x.device)

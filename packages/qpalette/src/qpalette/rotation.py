@@ -57,24 +57,54 @@ def _fwht(x: torch.Tensor) -> torch.Tensor:
     return y.reshape(x.shape)
 
 
-def _apply(x: torch.Tensor, transpose: bool) -> torch.Tensor:
+BACKENDS = ("auto", "torch", "triton")
+
+
+def _check_backend(backend: str) -> None:
+    if backend not in BACKENDS:
+        raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
+
+
+def _scaled_fwht(x: torch.Tensor, backend: str) -> torch.Tensor:
+    """H x / √n over the last dim (a power of two): the torch stages or the Triton ``fwht``."""
+    n = x.shape[-1]
+    if backend == "auto":
+        from neurips25_core.device import use_triton_for
+
+        backend = "triton" if x.is_cuda and use_triton_for(x) and n >= 2 else "torch"
+    if backend == "torch" or n == 1:
+        return _fwht(x) / n**0.5
+    from .kernels.fwht import fwht_rows
+
+    rows = x.reshape(-1, n).contiguous()
+    if rows.dtype not in (torch.float32, torch.float64):
+        rows = rows.float()
+    return fwht_rows(rows, scale=n**-0.5).to(x.dtype).reshape(x.shape)
+
+
+def _apply(x: torch.Tensor, transpose: bool, backend: str = "auto") -> torch.Tensor:
+    _check_backend(backend)
     n = x.shape[-1]
     p, m = _split(n)
     if m == 1:
-        return _fwht(x) / p**0.5  # symmetric: M = Mᵀ
+        return _scaled_fwht(x, backend)  # symmetric: M = Mᵀ
     o = _orthogonal(m).to(dtype=x.dtype, device=x.device)
     y = x.reshape(*x.shape[:-1], p, m)
     y = y @ (o if transpose else o.T)  # rows: X·Oᵀ (forward) or X·O (transpose)
-    y = _fwht(y.transpose(-1, -2)).transpose(-1, -2) / p**0.5
+    y = _scaled_fwht(y.transpose(-1, -2), backend).transpose(-1, -2)
     return y.reshape(x.shape)
 
 
-def hadamard_transform(x: torch.Tensor, signs: torch.Tensor | None = None) -> torch.Tensor:
+def hadamard_transform(
+    x: torch.Tensor, signs: torch.Tensor | None = None, backend: str = "auto"
+) -> torch.Tensor:
     """x ↦ M·(s ⊙ x) over the last dimension (orthonormal; any size).
 
     Args:
         x: (..., d) tensor.
         signs: (d,) ±1 vector, or None for all ones.
+        backend: the Walsh-Hadamard stages: ``"auto"`` (the Triton ``fwht`` kernel on CUDA
+            tensors when Triton is usable, torch otherwise), ``"torch"`` or ``"triton"``.
 
     Returns:
         (..., d) tensor, same dtype.
@@ -88,12 +118,14 @@ def hadamard_transform(x: torch.Tensor, signs: torch.Tensor | None = None) -> to
         if signs.shape != (x.shape[-1],):
             raise ValueError(f"signs: expected shape ({x.shape[-1]},), got {tuple(signs.shape)}")
         x = x * signs.to(dtype=x.dtype, device=x.device)
-    return _apply(x, transpose=False)
+    return _apply(x, transpose=False, backend=backend)
 
 
-def inverse_hadamard_transform(y: torch.Tensor, signs: torch.Tensor | None = None) -> torch.Tensor:
+def inverse_hadamard_transform(
+    y: torch.Tensor, signs: torch.Tensor | None = None, backend: str = "auto"
+) -> torch.Tensor:
     """The inverse of :func:`hadamard_transform`: y ↦ s ⊙ (Mᵀ·y)."""
-    x = _apply(y, transpose=True)
+    x = _apply(y, transpose=True, backend=backend)
     if signs is not None:
         x = x * signs.to(dtype=x.dtype, device=x.device)
     return x
