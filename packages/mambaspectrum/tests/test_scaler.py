@@ -254,3 +254,13 @@ def test_bad_inputs_are_refused_before_anything_changes():
         calibrate_spsa(model, IDS[0], scaler)
     with pytest.raises(ValueError, match="objective"):
         calibrate_spsa(model, IDS, scaler, objective="bpb")
+
+
+@pytest.mark.parametrize("mode", ["spectrum", "a_linear", "delta"])
+def test_scales_change_the_model(mode):
+    model = tiny_mamba()
+    with torch.no_grad():
+        ref = model(IDS).logits
+        with Scaler(model, mode=mode) as scaler:
+            scaler.set(torch.full((3,), 0.3))
+            assert not torch.allclose(model(IDS).logits, ref, atol=1e-5)

@@ -209,12 +209,13 @@ def scan_speed(ctx: Context) -> None:
         A = -torch.exp(torch.randn(d_inner, n, generator=g))
         B = torch.randn(1, n, length, generator=g)
         C = torch.randn(1, n, length, generator=g)
+        args = (u, delta, A, B, C)
         fns = {
-            "hf_slow": lambda: mamba_selective_scan(u, delta, A, B, C),
-            "chunked": lambda: selective_scan(u, delta, A, B, C, backend="chunked"),
+            "hf_slow": lambda args=args: mamba_selective_scan(*args),
+            "chunked": lambda args=args: selective_scan(*args, backend="chunked"),
         }
         if peer:
-            fns["mambapy"] = lambda: mamba_selective_scan(u, delta, A, B, C, use_mambapy=True)
+            fns["mambapy"] = lambda args=args: mamba_selective_scan(*args, use_mambapy=True)
         with torch.no_grad(), single_thread():
             ref = fns["hf_slow"]()
             for name, fn in fns.items():
