@@ -49,6 +49,7 @@ def test_gpu_benchmark_toy(tmp_path):
     res = mod.main(["--toy", "--out", str(tmp_path / "gpu.json")])
     assert res["correctness"] and all(r["rel_err"] <= 1e-4 for r in res["correctness"])
     assert res["fused"] and res["fused"][0]["rel_err"] <= 1e-5 and (tmp_path / "gpu.json").exists()
+    assert len(res["fwht"]) == 2 and all(r["rel_err"] <= 1e-5 for r in res["fwht"])
 
 
 @pytest.mark.parametrize("n", [2, 16, 128])
