@@ -1,3 +1,15 @@
 """EasySpec: Layer-Parallel Speculative Decoding for Efficient Multi-GPU Utilization (NeurIPS 2025)."""
 
-__all__: list[str] = []
+from .draft import FuzzyDraft, layer_groups
+from .generate import SpecStats, autoregressive_generate, speculative_generate
+from .sampling import sampling_probs, verify_chain
+
+__all__ = [
+    "FuzzyDraft",
+    "SpecStats",
+    "autoregressive_generate",
+    "layer_groups",
+    "sampling_probs",
+    "speculative_generate",
+    "verify_chain",
+]

@@ -1,1 +1,0 @@
-"""Public ops of easyspec: argument checks, autograd functions and backend dispatch."""

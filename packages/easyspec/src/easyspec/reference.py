@@ -1,1 +1,0 @@
-"""Naive, readable reference implementations of easyspec: the spec in code (float64-capable)."""
