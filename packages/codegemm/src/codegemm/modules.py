@@ -32,7 +32,8 @@ class CodebookLinear(nn.Module):
         bias: whether the layer has a bias.
         backend: ``codebook_matmul``'s algorithm (``"auto"``, ``"psumbook"``, ``"dequant"``,
             ``"psumbook_splitk"``, ``"dequant_fused"``, ``"reference"``).
-        impl: ``"auto"``, ``"torch"`` or ``"triton"``.
+        impl: ``"auto"``, ``"torch"``, ``"triton"`` or ``"numba"`` (the CPU kernel; ``auto``
+            picks it for CPU psumbook when numba is installed).
         tile_k: K-tile of the torch Psumbook (None: one tile over K).
 
     Example:
@@ -91,6 +92,8 @@ class CodebookLinear(nn.Module):
         self._plan: PsumbookPlan | None = None
         self._plan_key: tuple | None = None
         self._checked_key: tuple | None = None
+        self._layout = None
+        self._layout_key: tuple | None = None
 
     @classmethod
     def from_quantized(
@@ -189,6 +192,18 @@ class CodebookLinear(nn.Module):
             self._plan_key = key
         return self._plan
 
+    def cpu_layout(self):
+        """The numba kernel's :class:`~codegemm.cpu.CpuLayout` (uint8 codes ``[K/v, M, m]``, float32
+        scales ``[K/g, M]``), derived from the buffers and rebuilt only when one of them changes;
+        never part of the state dict."""
+        from .cpu import cpu_layout
+
+        key = tuple((t.data_ptr(), t._version) for t in (self.codes, self.codebooks, self.scales))
+        if self._layout is None or self._layout_key != key:
+            self._layout = cpu_layout(self.codes, self.codebooks, self.scales)
+            self._layout_key = key
+        return self._layout
+
     def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """``Ŵ [M, K]`` in ``dtype``."""
         return dequantize(self.codes, self.codebooks, self.scales, dtype)
@@ -200,7 +215,18 @@ class CodebookLinear(nn.Module):
         if self._checked_key != self._codes_key():
             self.check()
         uses_torch = (
-            x.device.type != "cuda" and self.impl != "triton" and self.backend != "reference"
+            x.device.type != "cuda"
+            and self.impl not in ("triton", "numba")
+            and self.backend != "reference"
+        )
+        from .cpu import numba_available
+
+        uses_numba = (
+            x.device.type == "cpu"
+            and x.dtype != torch.float64
+            and self.impl in ("auto", "numba")
+            and self.backend in ("auto", "psumbook")
+            and numba_available()
         )
         y = codebook_matmul(
             x,
@@ -211,6 +237,7 @@ class CodebookLinear(nn.Module):
             impl=self.impl,
             plan=self.plan() if uses_torch else None,
             validate=False,
+            layout=self.cpu_layout() if uses_numba else None,
         )
         if self.bias is not None:
             y = y + self.bias.to(y.dtype)

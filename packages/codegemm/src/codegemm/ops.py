@@ -6,6 +6,7 @@ import torch
 
 from neurips25_core.device import use_triton_for
 
+from .cpu import CpuLayout, cpu_layout, numba_available, psumbook_cpu
 from .format import check_format
 from .psumbook import PsumbookPlan, dequant_matmul, dequantize, make_plan, psumbook_matmul
 from .reference import codebook_matmul_reference
@@ -13,7 +14,7 @@ from .reference import codebook_matmul_reference
 __all__ = ["AUTO_CROSSOVER", "BACKENDS", "IMPLS", "codebook_matmul", "dequantize_weight"]
 
 BACKENDS = ("auto", "psumbook", "psumbook_splitk", "dequant", "dequant_fused", "reference")
-IMPLS = ("auto", "torch", "triton")
+IMPLS = ("auto", "torch", "triton", "numba")
 
 # Largest number of tokens N for which backend="auto" picks psumbook over dequant, per device
 # type. CPU: the committed quick benchmark (results/, README) measured crossovers of 6.0, >16 and
@@ -44,13 +45,36 @@ def _resolve(backend: str, impl: str, x2d: torch.Tensor) -> tuple[str, str]:
         limit = AUTO_CROSSOVER.get(x2d.device.type, AUTO_CROSSOVER["cpu"])
         backend = "psumbook" if x2d.shape[0] <= limit else "dequant"
     if impl == "auto":
-        impl = "triton" if use_triton_for(x2d) else "torch"
+        if use_triton_for(x2d):
+            impl = "triton"
+        elif (
+            backend == "psumbook"
+            and x2d.device.type == "cpu"
+            and x2d.dtype != torch.float64
+            and numba_available()
+        ):
+            impl = "numba"
+        else:
+            impl = "torch"
+    if impl == "numba":
+        if backend != "psumbook":
+            raise ValueError(f"impl: 'numba' implements backend='psumbook' only, got {backend!r}")
+        if x2d.device.type != "cpu" or x2d.dtype == torch.float64:
+            raise TypeError(
+                f"x: impl='numba' takes CPU float32/float16/bfloat16, got {x2d.dtype} on {x2d.device}"
+            )
+        if not numba_available():
+            raise RuntimeError("impl='numba' needs numba: pip install 'codegemm[cpu]'")
     if impl == "triton" and x2d.dtype == torch.float64:
         raise TypeError("x: the Triton kernels take float32/float16/bfloat16, got torch.float64")
     return backend, impl
 
 
-def _forward(x2d, codes, codebooks, scales, backend, impl, plan, shape):
+def _forward(x2d, codes, codebooks, scales, backend, impl, plan, shape, layout=None):
+    if impl == "numba":
+        if layout is None:
+            layout = cpu_layout(codes, codebooks, scales)
+        return psumbook_cpu(x2d, layout, shape.codebook_size).to(x2d.dtype)
     if backend == "reference":
         return codebook_matmul_reference(x2d, codes, codebooks, scales).to(x2d.dtype)
     if impl == "triton":
@@ -102,6 +126,7 @@ def codebook_matmul(
     impl: str = "auto",
     plan: PsumbookPlan | None = None,
     validate: bool = True,
+    layout: CpuLayout | None = None,
 ) -> torch.Tensor:
     """``y = x Ŵᵀ`` for a codebook-quantized weight ``Ŵ[r, jv:(j+1)v] = s[r, jv//g] Σ_k B_k[codes[r,j,k]]``.
 
@@ -118,10 +143,15 @@ def codebook_matmul(
             registers inside the GEMM), ``"reference"`` (float64
             dequantize then matmul), or ``"auto"`` (psumbook up to ``AUTO_CROSSOVER[device]``
             tokens, dequant beyond).
-        impl: ``"triton"`` (CUDA, or CPU under ``TRITON_INTERPRET=1``), ``"torch"``, or ``"auto"``
-            (Triton on CUDA tensors, torch otherwise).
+        impl: ``"triton"`` (CUDA, or CPU under ``TRITON_INTERPRET=1``), ``"numba"`` (the CPU
+            Psumbook kernel of :mod:`codegemm.cpu`, the ``cpu`` extra; float32/16/bf16, computes
+            in float32, ``torch.get_num_threads()`` threads), ``"torch"``, or ``"auto"`` (Triton
+            on CUDA tensors; numba for CPU psumbook when numba is installed and x is not float64;
+            torch otherwise).
         plan: a cached :class:`~codegemm.psumbook.PsumbookPlan` of these codes (torch paths).
         validate: check shapes, dtypes, devices and code ranges (one pass over the codes).
+        layout: a cached :class:`~codegemm.cpu.CpuLayout` of this weight (numba path; derived
+            here when None).
 
     Returns:
         ``y [..., M]`` in x's dtype. Gradients flow to x only (``dx = dy Ŵ``).
@@ -165,7 +195,7 @@ def codebook_matmul(
         resolved, impl = _resolve(backend, impl, x2d)
 
     def run(inp: torch.Tensor) -> torch.Tensor:
-        return _forward(inp, codes, codebooks, scales, resolved, impl, plan, shape)
+        return _forward(inp, codes, codebooks, scales, resolved, impl, plan, shape, layout)
 
     if x2d.shape[0] == 0:
         y = x2d.new_zeros(0, shape.out_features)

@@ -174,7 +174,7 @@ class PackedLinear(nn.Module):
 
     Buffers: ``qweight`` (first plane, int32 ``(out, K_pad·b/32)``), ``qweight_hi`` (3-bit only:
     the 1-bit high plane), ``scale`` ``(out,)``; ``bias`` optional. ``backend`` selects the matmul
-    (``"auto"``: Triton on CUDA, torch on CPU). Build with :meth:`from_quant_linear`.
+    (``"auto"``: Triton on CUDA; numba on CPU when installed and no gradient is needed, else torch). Build with :meth:`from_quant_linear`.
 
     The state dict also holds ``_extra_state``, the format tag (bits, in/out features, layout,
     version): a strict ``load_state_dict`` of a checkpoint without it, or of another bit width
@@ -204,6 +204,8 @@ class PackedLinear(nn.Module):
         self.register_buffer("qweight_hi", qweight_hi)
         self.register_buffer("scale", scale)
         self.bias = None if bias is None else nn.Parameter(bias, requires_grad=False)
+        self._layout = None
+        self._layout_key: tuple | None = None
 
     @classmethod
     @torch.no_grad()
@@ -240,10 +242,32 @@ class PackedLinear(nn.Module):
             self.planes, self.scale, self.bits, self.in_features, dtype
         )
 
+    def cpu_layout(self):
+        """The numba kernel's :class:`paretoq.cpu.CpuLayout` (bytes of 8/b codes, ``[K_pad·b/8, M]``),
+        derived from the planes and rebuilt only when a buffer changes; never in the state dict."""
+        from paretoq.cpu import cpu_layout
+
+        key = tuple((t.data_ptr(), t._version) for t in (*self.planes, self.scale))
+        if self._layout is None or self._layout_key != key:
+            self._layout = cpu_layout(self.planes, self.scale, self.bits)
+            self._layout_key = key
+        return self._layout
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from paretoq.cpu import numba_available
+
+        layout = None
+        if (
+            self.backend in ("auto", "numba")
+            and x.device.type == "cpu"
+            and x.dtype != torch.float64
+            and numba_available()
+        ):
+            layout = self.cpu_layout()
         return packed_matmul(
-            x, self.planes, self.scale, self.bits, self.in_features, self.bias, backend=self.backend
-        )
+            x, self.planes, self.scale, self.bits, self.in_features, self.bias,
+            backend=self.backend, layout=layout,
+        )  # fmt: skip
 
     def get_extra_state(self) -> dict[str, Any]:
         """The format tag saved as ``_extra_state``: bits, in_features, layout and version.

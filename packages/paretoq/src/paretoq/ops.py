@@ -279,7 +279,7 @@ def bits_per_weight(bits: float) -> float:
     return math.log2(3) if bits == 1.58 else float(bits)
 
 
-BACKENDS = ("auto", "triton", "torch", "reference")
+BACKENDS = ("auto", "triton", "numba", "torch", "reference")
 
 
 def packed_matmul(
@@ -291,6 +291,7 @@ def packed_matmul(
     bias: torch.Tensor | None = None,
     *,
     backend: str = "auto",
+    layout: Any = None,
 ) -> torch.Tensor:
     """``y = x · dequant(W)ᵀ + bias`` from int32-packed codes (see :mod:`paretoq.packing`).
 
@@ -301,9 +302,13 @@ def packed_matmul(
         bits: 1, 1.58, 2, 3 or 4.
         in_features: K (the unpadded input width).
         bias: optional ``(out,)``.
-        backend: ``"auto"`` (Triton on CUDA tensors, torch on CPU), ``"triton"``, ``"torch"``
+        backend: ``"auto"`` (Triton on CUDA tensors; on CPU numba when it is installed, x is not
+            float64 and no gradient is needed, else torch), ``"triton"``, ``"numba"`` (the CPU
+            byte-lookup kernel of :mod:`paretoq.cpu`, the ``cpu`` extra; float32 accumulation,
+            ``torch.get_num_threads()`` threads, inference only), ``"torch"``
             (unpack one shift at a time, fp32 accumulation) or ``"reference"`` (dequantize the
             whole weight, then ``x @ Wᵀ``).
+        layout: a cached :class:`paretoq.cpu.CpuLayout` of these planes (numba; derived when None).
 
     Returns:
         ``(..., out)`` in ``x``'s dtype. Not differentiable on the Triton path (inference).
@@ -334,7 +339,38 @@ def packed_matmul(
                 f"got {p.dtype} {tuple(p.shape)}"
             )
     if backend == "auto":
-        backend = "triton" if (use_triton_for(x) and x.dtype != torch.float64) else "torch"
+        from paretoq.cpu import numba_available
+
+        needs_grad = torch.is_grad_enabled() and x.requires_grad
+        if use_triton_for(x) and x.dtype != torch.float64:
+            backend = "triton"
+        elif (
+            x.device.type == "cpu"
+            and x.dtype != torch.float64
+            and not needs_grad
+            and numba_available()
+        ):
+            backend = "numba"
+        else:
+            backend = "torch"
+    if backend == "numba":
+        from paretoq.cpu import cpu_layout, numba_available, packed_matmul_cpu
+
+        if x.device.type != "cpu" or x.dtype == torch.float64:
+            raise TypeError(
+                f"x: backend='numba' takes CPU float32/bfloat16/float16, got {x.dtype} on {x.device}"
+            )
+        if torch.is_grad_enabled() and x.requires_grad:
+            raise ValueError("x: backend='numba' is inference-only; call it under torch.no_grad()")
+        if not numba_available():
+            raise RuntimeError("backend='numba' needs numba: pip install 'paretoq[cpu]'")
+        if layout is None:
+            layout = cpu_layout(planes, scale, bits)
+        lead = x.shape[:-1]
+        y = packed_matmul_cpu(x.reshape(-1, in_features), layout)
+        if bias is not None:
+            y = y + bias.to(y.dtype)
+        return y.to(x.dtype).reshape(*lead, scale.shape[0])
     if backend == "reference":
         cdt = torch.float64 if x.dtype == torch.float64 else torch.float32
         w = packing.dequantize_packed(planes, scale, bits, in_features, dtype=cdt)
