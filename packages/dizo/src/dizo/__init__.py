@@ -1,3 +1,21 @@
-"""Harmony in Divergence: Towards Fast, Accurate, and Memory-efficient Zeroth-order LLM Fine-tuning (DiZO) (NeurIPS 2025)."""
+"""DiZO: divergence-driven zeroth-order fine-tuning (Harmony in Divergence, NeurIPS 2025).
 
-__all__: list[str] = []
+MeZO (seeded in-place SPSA) plus a learned, clipped per-layer rescaling of the accumulated update.
+"""
+
+from .analysis import divergence, divergence_cv
+from .ops import displacement_norms, perturb_, project_
+from .optim import DEFAULT_INCLUDE, DiZO, DiZOConfig, MeZO, MeZOConfig
+
+__all__ = [
+    "DEFAULT_INCLUDE",
+    "DiZO",
+    "DiZOConfig",
+    "MeZO",
+    "MeZOConfig",
+    "displacement_norms",
+    "divergence",
+    "divergence_cv",
+    "perturb_",
+    "project_",
+]

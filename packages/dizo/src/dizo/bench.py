@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from neurips25_core.bench import Context, Suite, compare, single_thread
 
-SUITE = Suite(name="dizo", paper="Harmony in Divergence: Towards Fast, Accurate, and Memory-efficient Zeroth-order LLM Fine-tuning (DiZO)", url="https://arxiv.org/abs/2502.03304")
+SUITE = Suite(
+    name="dizo",
+    paper="Harmony in Divergence: Towards Fast, Accurate, and Memory-efficient Zeroth-order LLM Fine-tuning (DiZO)",
+    url="https://arxiv.org/abs/2502.03304",
+)
 
 
 @SUITE.case("placeholder_speed", kind="speed")

@@ -1,1 +1,1 @@
-"""Triton kernels (imported lazily by ops.py)."""
+"""Triton kernels of dizo (imported lazily by :mod:`dizo.ops`; importing dizo never imports Triton)."""
