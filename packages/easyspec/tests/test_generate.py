@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from easyspec import FuzzyDraft, autoregressive_generate, speculative_generate
+
 from neurips25_core.models import tiny_llama, tiny_llama_config
 from neurips25_core.testing import assert_close
 
 
 def _model(layers, width=32, heads=4, kv=2, seed=0, dtype=torch.float64, vocab=256):
-    cfg = tiny_llama_config(hidden_size=width, num_layers=layers, num_heads=heads,
-                            num_kv_heads=kv, vocab_size=vocab, max_position_embeddings=128)
+    cfg = tiny_llama_config(
+        hidden_size=width,
+        num_layers=layers,
+        num_heads=heads,
+        num_kv_heads=kv,
+        vocab_size=vocab,
+        max_position_embeddings=128,
+    )
     return tiny_llama(cfg, seed=seed).to(dtype).eval()
 
 
@@ -80,8 +86,9 @@ def test_greedy_lossless_vs_transformers_generate(group_size, calibrate):
     base = _model(2, seed=1)
     draft = _model(6, seed=2)
     ref = base.generate(IDS, max_new_tokens=24, do_sample=False)
-    out, stats = speculative_generate(base, draft, IDS, gamma=3, group_size=group_size,
-                                      calibrate=calibrate, max_new_tokens=24)
+    out, stats = speculative_generate(
+        base, draft, IDS, gamma=3, group_size=group_size, calibrate=calibrate, max_new_tokens=24
+    )
     assert torch.equal(out, ref)
     assert torch.equal(autoregressive_generate(base, IDS, max_new_tokens=24), ref)
     assert stats.iterations == stats.base_forwards - 1

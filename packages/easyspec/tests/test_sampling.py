@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from scipy.stats import chisquare
-
 from easyspec import sampling_probs, verify_chain
+from scipy.stats import chisquare
 
 
 def _markov(v, seed, zeros=False):
@@ -19,8 +18,11 @@ def _markov(v, seed, zeros=False):
 
 @pytest.mark.parametrize(
     "case",
-    ["random", pytest.param("q_zeros", marks=pytest.mark.slow),
-     pytest.param("q_equals_p", marks=pytest.mark.slow)],
+    [
+        "random",
+        pytest.param("q_zeros", marks=pytest.mark.slow),
+        pytest.param("q_equals_p", marks=pytest.mark.slow),
+    ],
 )
 def test_first_three_tokens_follow_base_law_monte_carlo(case):
     """Markov base P and draft Q over V = 5, gamma = 3: the law of the first three emitted
@@ -67,8 +69,12 @@ def test_sampling_probs_transforms():
 
 @pytest.mark.parametrize(
     "kwargs, name",
-    [({"temperature": -1.0}, "temperature"), ({"temperature": 1.0, "top_p": 0.0}, "top_p"),
-     ({"temperature": 1.0, "top_p": 1.5}, "top_p"), ({"temperature": 1.0, "top_k": 0}, "top_k")],
+    [
+        ({"temperature": -1.0}, "temperature"),
+        ({"temperature": 1.0, "top_p": 0.0}, "top_p"),
+        ({"temperature": 1.0, "top_p": 1.5}, "top_p"),
+        ({"temperature": 1.0, "top_k": 0}, "top_k"),
+    ],
 )
 def test_bad_sampling_arguments(kwargs, name):
     with pytest.raises(ValueError, match=name):

@@ -15,13 +15,15 @@ import math
 import torch
 from torch import nn
 
-__all__ = ["FuzzyDraft", "layer_groups", "SUPPORTED_MODEL_TYPES"]
+__all__ = ["SUPPORTED_MODEL_TYPES", "FuzzyDraft", "layer_groups"]
 
 SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "mistral")
 BACKENDS = ("sequential", "stacked", "streams")
 
 
-def layer_groups(num_layers: int, group_size: int, exclude_first_last: bool = True) -> list[list[int]]:
+def layer_groups(
+    num_layers: int, group_size: int, exclude_first_last: bool = True
+) -> list[list[int]]:
     """The draft's layer groups.
 
     >>> layer_groups(10, 4)
@@ -196,7 +198,9 @@ class FuzzyDraft:
                 raise ValueError(f"ids: batch size 1 only, got shape {tuple(ids.shape)}")
             ids = ids[0]
         if ids.dim() != 1 or ids.numel() == 0:
-            raise ValueError(f"ids: expected a non-empty (T,) or (1, T) tensor, got {tuple(ids.shape)}")
+            raise ValueError(
+                f"ids: expected a non-empty (T,) or (1, T) tensor, got {tuple(ids.shape)}"
+            )
         if ids.dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.bool):
             raise TypeError(f"ids: expected an integer tensor, got {ids.dtype}")
         lo, hi = int(ids.min()), int(ids.max())
@@ -220,7 +224,9 @@ class FuzzyDraft:
             if exact or len(group) == 1:
                 for i in group:
                     layer = self.layers[i]
-                    h = h + self._attn(i, _rms(h, layer.input_layernorm.weight, self.eps), rope, start)
+                    h = h + self._attn(
+                        i, _rms(h, layer.input_layernorm.weight, self.eps), rope, start
+                    )
                     h = h + self._mlp(i, h)
                     stages += 1
                 continue
@@ -231,7 +237,9 @@ class FuzzyDraft:
                 outs = self._attn_streams(group, x, rope, start)
             else:
                 outs = [
-                    self._attn(i, _rms(x, self.layers[i].input_layernorm.weight, self.eps), rope, start)
+                    self._attn(
+                        i, _rms(x, self.layers[i].input_layernorm.weight, self.eps), rope, start
+                    )
                     for i in group
                 ]
             if self.merge == "sum_first":
@@ -313,7 +321,9 @@ class FuzzyDraft:
             out = out + w["ob"][:, None]
         return [out[j : j + 1] for j in range(n)]
 
-    def _attn_streams(self, group: list[int], x: torch.Tensor, rope, start: int) -> list[torch.Tensor]:
+    def _attn_streams(
+        self, group: list[int], x: torch.Tensor, rope, start: int
+    ) -> list[torch.Tensor]:
         """One CUDA stream per attention of the group (CUDA only)."""
         if self._streams is None:
             self._streams = [torch.cuda.Stream(device=self.device) for _ in range(self.group_size)]

@@ -16,7 +16,7 @@ from torch import nn
 from .draft import FuzzyDraft
 from .sampling import _check_sampling, sampling_probs, verify_chain
 
-__all__ = ["SpecStats", "speculative_generate", "autoregressive_generate"]
+__all__ = ["SpecStats", "autoregressive_generate", "speculative_generate"]
 
 
 @dataclasses.dataclass
@@ -169,7 +169,11 @@ def speculative_generate(
         xs, qs = [], []
         q = q_next
         for j in range(gamma):
-            x = int(torch.multinomial(q, 1, generator=generator)) if temperature > 0 else int(q.argmax())
+            x = (
+                int(torch.multinomial(q, 1, generator=generator))
+                if temperature > 0
+                else int(q.argmax())
+            )
             xs.append(x)
             qs.append(q)
             if j < gamma - 1:
@@ -225,7 +229,11 @@ def autoregressive_generate(
     for _ in range(max_new_tokens):
         logits = base(input_ids=inp, **{kw: cache}, use_cache=True).logits[0, -1]
         p = sampling_probs(logits, temperature, top_k, top_p)
-        x = int(torch.multinomial(p, 1, generator=generator)) if temperature > 0 else int(p.argmax())
+        x = (
+            int(torch.multinomial(p, 1, generator=generator))
+            if temperature > 0
+            else int(p.argmax())
+        )
         seq.append(x)
         inp = torch.tensor([[x]], device=ids.device)
     return torch.tensor([seq], device=ids.device)
