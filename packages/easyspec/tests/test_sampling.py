@@ -43,7 +43,7 @@ def test_first_three_tokens_follow_base_law_monte_carlo(case):
                 xs.append(s)
             ps.append(P[s])
             k, y = verify_chain(torch.tensor(xs), torch.stack(qs), torch.stack(ps), g)
-            seq += xs[:k] + [y]
+            seq += [*xs[:k], y]
         counts[seq[1], seq[2], seq[3]] += 1
     law = P[0][:, None, None] * P[:, :, None] * P[None, :, :]
     assert abs(float(law.sum()) - 1) < 1e-12
@@ -68,7 +68,7 @@ def test_sampling_probs_transforms():
 
 
 @pytest.mark.parametrize(
-    "kwargs, name",
+    ("kwargs", "name"),
     [
         ({"temperature": -1.0}, "temperature"),
         ({"temperature": 1.0, "top_p": 0.0}, "top_p"),
