@@ -204,3 +204,24 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="C_xx singular"):
         nbl.apply(model, [0], small)
     assert not any(isinstance(m.self_attn, nbl.LinearizedAttention) for m in model.model.layers)
+
+
+@pytest.mark.parametrize("arch", sorted(MODELS))
+def test_manual_cache_decode_with_layer0_linearized(arch):
+    """A hand-driven decode (``past_key_values`` only, no positions): transformers derives the
+    positions from layer 0's cache length, which the placeholder K/V keeps right."""
+    torch.manual_seed(0)
+    model = MODELS[arch]().double()
+    nbl.apply(model, [0], nbl.calibrate(model, _ids(6, 24)))
+    seq = _ids(2, 9, seed=4)
+    with torch.no_grad():
+        out = model(seq[:, :6], use_cache=True)
+        cache = out.past_key_values
+        steps = []
+        for t in range(6, 9):
+            o = model(seq[:, t : t + 1], past_key_values=cache, use_cache=True)
+            cache = o.past_key_values
+            steps.append(o.logits[:, -1])
+        full = model(seq, use_cache=False).logits[:, 6:9]
+    assert cache.get_seq_length() == 9
+    torch.testing.assert_close(torch.stack(steps, 1), full, rtol=1e-10, atol=1e-10)

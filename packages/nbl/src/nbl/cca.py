@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from .lmmse import predicted_mse
+from .lmmse import fit, mse, predicted_mse
 from .stats import CovStats
 
 __all__ = ["correlations", "report"]
@@ -56,14 +56,18 @@ def correlations(stats: CovStats, target: str = "residual", eig_floor: float = 0
     return _correlations(stats, target, eig_floor)[0]
 
 
-def report(stats: CovStats, eig_floor: float = 0.0) -> dict[str, float]:
-    """``{score, mse, bound_lmax, bound_trace, floored}`` for one layer (residual-target CCA)."""
+def report(stats: CovStats, eig_floor: float = 0.0, ridge: float = 0.0) -> dict[str, float]:
+    """``{score, mse, bound_lmax, bound_trace, floored}`` for one layer (residual-target CCA).
+
+    ``eig_floor`` clamps the covariance eigenvalues before the inverse square roots (``floored``
+    counts them); with ``ridge > 0`` the ``mse`` is that of the ridge map :func:`nbl.lmmse.fit`.
+    """
     rho, floored, s = _correlations(stats, "residual", eig_floor)
     score = float(torch.sum(1 - rho * rho))
     lmax = float(torch.linalg.eigvalsh(s.cyy)[-1])
     return {
         "score": score,
-        "mse": predicted_mse(stats),
+        "mse": predicted_mse(stats) if ridge == 0 else mse(stats, *fit(stats, ridge)),
         "bound_lmax": lmax * score,
         "bound_trace": float(torch.trace(s.cyy)) * score,
         "floored": floored,

@@ -225,11 +225,13 @@ def calibrate(
     ]
 
 
-def layer_reports(layer_stats: list[LayerStats], eig_floor: float = 0.0) -> list[dict]:
+def layer_reports(
+    layer_stats: list[LayerStats], eig_floor: float = 0.0, ridge: float = 0.0
+) -> list[dict]:
     """The CCA report of each layer plus ``layer`` and ``cosine`` (input to :func:`select`)."""
     out = []
     for ls in layer_stats:
-        r = cca_report(ls.stats, eig_floor=eig_floor)
+        r = cca_report(ls.stats, eig_floor=eig_floor, ridge=ridge)
         r.update(layer=ls.layer, cosine=ls.cosine)
         out.append(r)
     return out
@@ -338,6 +340,8 @@ def linearize(
     input_point: str = "residual",
     seed: int = 0,
     batch_size: int = 8,
+    eig_floor: float = 0.0,
+    ridge: float = 0.0,
 ) -> list[int]:
     """Calibrate, select ``k`` layers and apply NBL; returns the layers in the order chosen.
 
@@ -351,14 +355,14 @@ def linearize(
         )
     if not sequential:
         st = calibrate(model, input_ids, attention_mask, input_point, batch_size)
-        chosen = select(layer_reports(st), k, criterion, seed)
-        apply(model, chosen, st)
+        chosen = select(layer_reports(st, eig_floor, ridge), k, criterion, seed)
+        apply(model, chosen, st, ridge=ridge)
         return chosen
     chosen = []
     for _ in range(k):
         st = calibrate(model, input_ids, attention_mask, input_point, batch_size)
-        best = select(layer_reports(st), 1, criterion, seed + len(chosen))
-        apply(model, best, st)
+        best = select(layer_reports(st, eig_floor, ridge), 1, criterion, seed + len(chosen))
+        apply(model, best, st, ridge=ridge)
         chosen += best
     return chosen
 
