@@ -76,3 +76,31 @@ def test_auto_uses_torch_on_cpu(monkeypatch):
     monkeypatch.setattr(kernels, "rdfft_rows_triton_", boom)
     x = randn(4, 8, seed=4)
     assert_close(rdfft.rdfft(x), rdfft.rdfft(x, backend="torch"), rtol=0)
+
+
+def _gpu_bench():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "benchmarks" / "gpu.py"
+    spec = importlib.util.spec_from_file_location("rdfft_gpu_bench", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_gpu_benchmark_toy_kernel_sections(tmp_path):
+    res = _gpu_bench().main(
+        ["--toy", "--sections", "correctness,race,timing", "--out", str(tmp_path / "gpu.json")]
+    )
+    assert res["correctness"] and all(r["rel_err"] <= r["tol"] for r in res["correctness"])
+    assert res["race"]["bitwise_repeatable"]
+    assert len(res["timing"]) == 2 and all(r["triton_us"] > 0 for r in res["timing"])
+    assert (tmp_path / "gpu.json").exists()
+
+
+@pytest.mark.slow  # builds a RoBERTa (transformers import): ~30 s on a loaded machine
+def test_gpu_benchmark_toy_finetune_section():
+    res = _gpu_bench().main(["--toy", "--sections", "finetune_memory"])
+    assert {r["arm"] for r in res["finetune_memory"]} >= {"bca_rdfft", "bca_rfft"}
+    assert all(r["trainable"] > 0 for r in res["finetune_memory"])
