@@ -127,7 +127,7 @@ def test_projection_matches_reference_and_geometry():
             holder.layers[2].weight.copy_(sel[1])
             return _mlp_loss(holder, batches[k % 3])
 
-    want, gamma, t = reference.projection_round(
+    want, gamma, _t = reference.projection_round(
         sel_before, opt.anchors, ref_loss, us, 0.1, 2.0, 0.2
     )
     ratios = opt.project_now(_mlp_loss)
@@ -221,7 +221,7 @@ def test_divergence_cv_mezo_flat_fo_spread():
 
 
 @pytest.mark.parametrize(
-    "kwargs, arg",
+    ("kwargs", "arg"),
     [
         ({"eps": 0.0}, "eps"),
         ({"eps": -1.0}, "eps"),

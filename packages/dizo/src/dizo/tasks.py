@@ -1,0 +1,69 @@
+"""Task B of the reduced reproduction: which stdlib package does a 64-byte snippet come from?
+
+Snippets of ``asyncio/`` and ``email/`` source files (real offline data), split by file (train
+files and eval files are disjoint), formatted as ``snippet + "\\n#"`` and scored, like MeZO's
+``train_as_classification``, by the LM's logits for the two label bytes ``a`` / ``e`` at the last
+position (cross-entropy over the two candidates; accuracy = which label is more likely).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from neurips25_core.data import stdlib_files
+
+FAMILIES = ("asyncio/", "email/")
+LABELS = (ord("a"), ord("e"))
+SNIPPET = 64
+
+
+def _files(family: str) -> list[bytes]:
+    return [p.read_bytes() for p in stdlib_files() if f"/{family}" in p.as_posix()]
+
+
+def snippet_task(n_train: int = 512, n_eval: int = 1000, seed: int = 0):
+    """``(train, eval)``, each ``(x (N, 66) int64, y (N,) int64 in {0, 1})``, balanced classes."""
+    g = torch.Generator().manual_seed(seed)
+    splits = {"train": ([], []), "eval": ([], [])}
+    for label, fam in enumerate(FAMILIES):
+        files = [f for f in _files(fam) if len(f) > SNIPPET + 1]
+        order = torch.randperm(len(files), generator=g).tolist()
+        cut = max(1, len(files) // 2)
+        for split, idx, n in (
+            ("train", order[:cut], n_train // 2),
+            ("eval", order[cut:], n_eval // 2),
+        ):
+            for _ in range(n):
+                f = files[idx[int(torch.randint(len(idx), (1,), generator=g))]]
+                s = int(torch.randint(0, len(f) - SNIPPET, (1,), generator=g))
+                splits[split][0].append([*list(f[s : s + SNIPPET]), 10, ord("#")])
+                splits[split][1].append(label)
+    return tuple(
+        (torch.tensor(xs, dtype=torch.long), torch.tensor(ys, dtype=torch.long))
+        for xs, ys in splits.values()
+    )
+
+
+def label_logits(model, x: torch.Tensor) -> torch.Tensor:
+    return model(input_ids=x).logits[:, -1, list(LABELS)].float()
+
+
+def classification_loss(model, batch) -> torch.Tensor:
+    x, y = batch
+    return F.cross_entropy(label_logits(model, x), y)
+
+
+@torch.no_grad()
+def evaluate(model, data, batch_size: int = 250) -> tuple[float, float]:
+    """``(mean loss, accuracy)`` on ``data``."""
+    was = model.training
+    model.eval()
+    x, y = data
+    losses, correct = [], 0
+    for i in range(0, len(y), batch_size):
+        lg = label_logits(model, x[i : i + batch_size])
+        losses.append(F.cross_entropy(lg, y[i : i + batch_size], reduction="sum"))
+        correct += int((lg.argmax(-1) == y[i : i + batch_size]).sum())
+    model.train(was)
+    return float(sum(losses)) / len(y), correct / len(y)
