@@ -14,7 +14,7 @@ def _p():
 
 
 @pytest.mark.parametrize(
-    "kwargs,word",
+    ("kwargs", "word"),
     [
         (dict(density=0.0), "density"),
         (dict(density=1.5), "density"),

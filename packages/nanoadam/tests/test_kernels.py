@@ -12,7 +12,7 @@ from neurips25_core.testing import assert_close, randn
 pytestmark = pytest.mark.skipif(not triton_usable(), reason="triton is not importable here")
 
 
-@pytest.mark.parametrize("n,k,wd", [(3001, 0.1, 0.0), (777, 0.3, 0.05)])
+@pytest.mark.parametrize(("n", "k", "wd"), [(3001, 0.1, 0.0), (777, 0.3, 0.05)])
 def test_triton_equals_torch(n, k, wd):
     p0 = randn(n, seed=n)
     idx = select_indices(p0.abs(), k, 500)
