@@ -1,5 +1,6 @@
 """The suite declares its cases in every mode."""
 
+import pytest
 from nbl.bench import SUITE, _spearman
 
 
@@ -19,3 +20,26 @@ def test_suite_cases():
 def test_spearman():
     assert _spearman([1, 2, 3], [10, 20, 30]) == 1.0
     assert _spearman([1, 2, 3], [3, 2, 1]) == -1.0
+
+
+@pytest.mark.slow
+def test_gpu_script_toy(tmp_path):
+    """Slow under load (a subprocess importing transformers): run with -m slow."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu.py"
+    out = tmp_path / "gpu.json"
+    proc = subprocess.run(
+        [sys.executable, str(script), "--toy", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    res = json.loads(out.read_text())
+    assert all(r["ok"] for r in res["correctness"]) and len(res["correctness"]) == 2
+    assert {r["replaced"] for r in res["speed"]} == {0, 1, 2}
+    assert all(r["decode_tokens_per_s"] > 0 for r in res["speed"])
