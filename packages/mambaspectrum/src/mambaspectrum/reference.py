@@ -33,10 +33,10 @@ def selective_scan_ref(u, delta, A, B, C, D=None, z=None, h0=None, return_last_s
 
     Example:
         >>> u = torch.ones(1, 1, 3)
-        ... delta = torch.full((1, 1, 3), 0.5)
+        >>> delta = torch.full((1, 1, 3), 0.5)
         >>> A = -torch.ones(1, 1)
-        ... B = torch.ones(1, 1, 3)
-        ... C = torch.ones(1, 1, 3)
+        >>> B = torch.ones(1, 1, 3)
+        >>> C = torch.ones(1, 1, 3)
         >>> selective_scan_ref(u, delta, A, B, C)[0, 0]
         tensor([0.5000, 0.8033, 0.9872])
     """

@@ -60,7 +60,7 @@ def selective_scan_chunked(
         >>> g = torch.Generator().manual_seed(0)
         >>> u, delta = torch.randn(2, 3, 37, generator=g), torch.rand(2, 3, 37, generator=g)
         >>> A = -torch.rand(3, 4, generator=g)
-        ... B, C = torch.randn(2, 2, 4, 37, generator=g)
+        >>> B, C = torch.randn(2, 2, 4, 37, generator=g)
         >>> y = selective_scan_chunked(u, delta, A, B, C, chunk=8)
         >>> bool(torch.allclose(y, selective_scan_ref(u, delta, A, B, C), atol=1e-5))
         True
@@ -126,9 +126,9 @@ def selective_scan(
 
     Example:
         >>> u = torch.ones(1, 2, 5)
-        ... delta = torch.full((1, 2, 5), 0.1)
+        >>> delta = torch.full((1, 2, 5), 0.1)
         >>> A = -torch.ones(2, 3)
-        ... B = C = torch.ones(1, 3, 5)
+        >>> B = C = torch.ones(1, 3, 5)
         >>> selective_scan(u, delta, A, B, C).shape
         torch.Size([1, 2, 5])
     """
