@@ -88,7 +88,7 @@ class NanoAdam(torch.optim.Optimizer):
     >>> w = torch.nn.Parameter(torch.tensor([0.5, -0.01, 2.0, 0.02]))
     >>> opt = NanoAdam([w], lr=0.1, density=0.5, chunk_size=None)
     >>> w.grad = torch.ones(4)
-    ... opt.step()
+    >>> opt.step()
     >>> opt.mask(w).tolist()
     [False, True, False, True]
     """
