@@ -19,10 +19,15 @@ import torch.nn.functional as F
 
 
 def main(argv=None) -> dict:
+    from mambaspectrum import (
+        Scaler,
+        calibrate_spsa,
+        patch_fast_forward,
+        selective_scan,
+        selective_scan_ref,
+    )
     from transformers import MambaConfig, MambaForCausalLM
     from transformers.models.mamba.modeling_mamba import mamba_selective_scan
-
-    from mambaspectrum import Scaler, calibrate_spsa, patch_fast_forward, selective_scan, selective_scan_ref
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--toy", action="store_true")
@@ -40,21 +45,26 @@ def main(argv=None) -> dict:
         B = torch.randn(1, n, length, generator=g).to(device)
         C = torch.randn(1, n, length, generator=g).to(device)
         ref_len = min(length, 4096)
-        ref = selective_scan_ref(u[..., :ref_len], delta[..., :ref_len], A, B[..., :ref_len], C[..., :ref_len])
+        ref = selective_scan_ref(
+            u[..., :ref_len], delta[..., :ref_len], A, B[..., :ref_len], C[..., :ref_len]
+        )
         row = {"L": length}
-        fns = {"chunked": lambda: selective_scan(u, delta, A, B, C, backend="chunked")}
+        xs = (u, delta, A, B, C)
+        fns = {"chunked": lambda xs=xs: selective_scan(*xs, backend="chunked")}
         if length <= 16384 or args.toy:
-            fns["hf_slow"] = lambda: mamba_selective_scan(u, delta, A, B, C)
+            fns["hf_slow"] = lambda xs=xs: mamba_selective_scan(*xs)
         try:
             import mambapy.pscan  # noqa: F401
 
-            fns["mambapy"] = lambda: mamba_selective_scan(u, delta, A, B, C, use_mambapy=True)
+            fns["mambapy"] = lambda xs=xs: mamba_selective_scan(*xs, use_mambapy=True)
         except ImportError:
             row["mambapy"] = "not installed"
         for name, fn in fns.items():
             with torch.no_grad():
                 y = fn()
-                row[f"{name}_max_err_vs_reference"] = float((y[..., :ref_len].double() - ref.double()).abs().max())
+                row[f"{name}_max_err_vs_reference"] = float(
+                    (y[..., :ref_len].double() - ref.double()).abs().max()
+                )
                 if device == "cuda":
                     torch.cuda.synchronize()
                 t0 = time.perf_counter()
@@ -65,12 +75,19 @@ def main(argv=None) -> dict:
         report["scan"].append(row)
     hidden, layers, length, iters = (16, 2, 64, 2) if args.toy else (768, 24, 16384, 30)
     torch.manual_seed(0)
-    model = MambaForCausalLM(MambaConfig(vocab_size=256, hidden_size=hidden, num_hidden_layers=layers, state_size=16))
+    model = MambaForCausalLM(
+        MambaConfig(vocab_size=256, hidden_size=hidden, num_hidden_layers=layers, state_size=16)
+    )
     model = patch_fast_forward(model.to(device).eval())
     ids = torch.randint(0, 256, (1, length), device=device)
     t0 = time.perf_counter()
     res = calibrate_spsa(model, ids, Scaler(model, mode="spectrum"), iters=iters)
-    report["calibration"] = {"L": length, "iters": iters, "seconds": time.perf_counter() - t0, "loss": res.loss}
+    report["calibration"] = {
+        "L": length,
+        "iters": iters,
+        "seconds": time.perf_counter() - t0,
+        "loss": res.loss,
+    }
     print(json.dumps(report, indent=1))
     if args.out:
         with open(args.out, "w") as f:

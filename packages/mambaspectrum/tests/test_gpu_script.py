@@ -1,7 +1,7 @@
 import importlib.util
+from pathlib import Path
 
 import pytest
-from pathlib import Path
 
 from neurips25_core.testing import FP32_RTOL
 
