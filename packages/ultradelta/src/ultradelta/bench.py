@@ -226,7 +226,8 @@ def gain_retained(ctx: Context) -> None:
             ]
             score("peft-dare", s, dense, bits_of([_as_sparse(x) for x in dense]))
             dense = [
-                {k: peft.magnitude_prune(v, density=1 - p) for k, v in d.items()} for d in deltas
+                {k: peft.magnitude_based_pruning(v, density=1 - p) for k, v in d.items()}
+                for d in deltas
             ]
             score("peft-magnitude", s, dense, bits_of([_as_sparse(x) for x in dense]))
         outs = [delta_come_lite(d, delta_come_ranks_for(d, target_ratio)) for d in deltas]
