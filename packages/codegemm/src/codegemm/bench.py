@@ -21,6 +21,7 @@ from neurips25_core.bench import (
     Context,
     Suite,
     compare,
+    num_threads,
     plot_bars,
     plot_lines,
     roofline,
@@ -432,3 +433,149 @@ def tiny_llama_quality(ctx: Context) -> None:
         ylabel="validation bits/byte",
         title="tiny Llama (stdlib corpus), 2-bit quantization",
     )
+
+
+def _aqlm_layer(codes, books, scales):
+    """AQLM's ``QuantizedLinear`` (its numba CPU kernel) on our weight (g = K), or None if absent."""
+    try:
+        from aqlm import QuantizedLinear
+    except ImportError:
+        return None
+    from .format import to_aqlm
+
+    rows, num_vectors, m = codes.shape
+    v = books.shape[2]
+    a_codes, a_books, a_scales = to_aqlm(codes, books.float(), scales.float())
+    layer = QuantizedLinear(num_vectors * v, rows, v, 1, m, 8, bias=False)
+    layer.codes.data = a_codes
+    layer.codebooks.data = a_books
+    layer.scales.data = a_scales
+    return layer.requires_grad_(False)
+
+
+def _kernel_fns(x, dense, layout, books, scales, plan, aqlm) -> dict:
+    """The timed paths of one shape; the first, dense fp32 ``F.linear``, is the baseline."""
+    from .cpu import psumbook_cpu
+
+    fns = {
+        "dense fp32 F.linear": lambda: F.linear(x, dense),
+        "numba psumbook (ours)": lambda: psumbook_cpu(x, layout, 256),
+        "torch psumbook": lambda: psumbook_matmul(x, books, scales, plan),
+    }
+    if aqlm is not None:
+        fns["AQLM CPU kernel"] = lambda: aqlm(x)
+    return fns
+
+
+@SUITE.case("cpu_kernels", kind="speed")
+def cpu_kernels(ctx: Context) -> None:
+    """The numba CPU Psumbook kernel vs AQLM's CPU kernel vs dense fp32 ``F.linear``, N = 1..16.
+
+    Configs with one scale per row (g = K: AQLM's format) so that AQLM (``peers`` extra:
+    ``aqlm[cpu]``) runs the same weight; its outputs are checked equal to ours first. Also the
+    torch Psumbook (the former CPU path). Batch-1 effective bandwidth = bytes of the CPU layout
+    (uint8 codes, fp32 scales and codebooks) / time, as a fraction of the core roofline's copy
+    bandwidth. Crossover: the N where dense fp32 overtakes the kernel (measured), beside the
+    byte-count model ``N* = (4MK − B)/BW / (t₁ − B/BW)`` (dense flat at its weight-read time, ours
+    its bytes plus a per-token lookup cost measured at N = 1).
+    """
+    from .cpu import cpu_layout, numba_available
+
+    if not numba_available():
+        ctx.log("cpu_kernels skipped: numba absent (pip install 'codegemm[cpu]')")
+        return
+    import numba
+
+    configs = {"m2v8": (2, 8), "m1v8": (1, 8), "m1v4": (1, 4)}
+    tokens = ctx.pick(smoke=(1, 4), quick=TOKENS, full=TOKENS)
+    shapes = ctx.pick(
+        smoke=[("toy 128x256", 128, 256)],
+        quick=[LLAMA3_8B[0]],
+        full=list(LLAMA3_8B),
+    )
+    threads = ctx.pick(smoke=(1,), quick=(1,), full=(1, 2))
+    min_time = ctx.pick(smoke=0.01, quick=0.15, full=0.5)
+    roof = roofline(
+        matmul_size=ctx.pick(smoke=256, quick=1024, full=2048),
+        copy_bytes=ctx.pick(smoke=16 << 20, quick=256 << 20, full=256 << 20),
+        min_time=ctx.pick(smoke=0.1, quick=0.5, full=1.0),
+    )
+    bw = roof["bandwidth"]
+    ctx.record("copy_bandwidth", bw / 1e9, "GB/s", lower_is_better=False)
+    probe = _aqlm_layer(*_random_layer(8, 64, CodebookConfig(1, 8, 8, 64)))
+    if probe is None:
+        ctx.log("AQLM arm skipped: aqlm absent (pip install 'codegemm[peers]')")
+    for label, rows, k in shapes:
+        dense = torch.randn(rows, k) * 0.02
+        curves: dict[str, dict[str, list[float]]] = {}
+        for name, (m, v) in configs.items():
+            config = CodebookConfig(m, v, 8, k)
+            codes, books, scales = _random_layer(rows, k, config)
+            books, scales = books.float(), scales.float()
+            layout = cpu_layout(codes, books, scales)
+            plan = make_plan(codes, 256, config.vector_size, k)
+            aqlm = _aqlm_layer(codes, books, scales)
+            for nt in threads:
+                times: dict[str, list[float]] = {}
+                # AQLM's kernel runs on numba's own thread count (its prange over input groups
+                # adds into one shared output: more than one numba thread races, see README).
+                numba.set_num_threads(nt)
+                with torch.inference_mode(), single_thread() if nt == 1 else num_threads(nt):
+                    for n in tokens:
+                        x = torch.randn(n, k)
+                        fns = _kernel_fns(x, dense, layout, books, scales, plan, aqlm)
+                        ref = fns["torch psumbook"]()
+                        for key in ("numba psumbook (ours)", "AQLM CPU kernel"):
+                            if key in fns:  # outputs equal before anything is timed
+                                err = float((fns[key]() - ref).norm() / ref.norm())
+                                if err > 1e-5 and key.startswith("AQLM"):
+                                    ctx.log(
+                                        f"  AQLM wrong at {nt} threads (err {err:.2e}): not timed"
+                                    )
+                                    del fns[key]
+                                elif err > 1e-5:
+                                    raise AssertionError(f"{key} differs from psumbook: {err:.2e}")
+                        cmp = compare(fns, baseline="dense fp32 F.linear", min_time=min_time)
+                        shape = dict(config=name, M=rows, K=k, N=n, threads=nt)
+                        cmp.record(ctx, metric="time", **shape)
+                        for key in fns:
+                            times.setdefault(key, []).append(cmp[key].median)
+                        if "AQLM CPU kernel" in fns:
+                            ctx.record("time_vs_aqlm", cmp["numba psumbook (ours)"].median, "s",
+                                       baseline="AQLM CPU kernel",
+                                       baseline_value=cmp["AQLM CPU kernel"].median, **shape)  # fmt: skip
+                        ctx.log(
+                            f"  {name} {rows}x{k} N={n} t={nt}: "
+                            + ", ".join(f"{key} {cmp[key].median * 1e3:.2f} ms" for key in fns)
+                            + f" (load {cmp.load_start}->{cmp.load_end})"
+                        )
+                t1 = times["numba psumbook (ours)"][0]
+                nbytes = layout.nbytes + 4 * (k + rows)
+                ctx.record("batch1_bandwidth_fraction", nbytes / t1 / bw, "of copy BW",
+                           lower_is_better=False, config=name, M=rows, K=k, threads=nt,
+                           bytes=nbytes)  # fmt: skip
+                ctx.record("batch1_dense_bandwidth_fraction",
+                           4 * rows * k / times["dense fp32 F.linear"][0] / bw, "of copy BW",
+                           lower_is_better=False, M=rows, K=k, threads=nt)  # fmt: skip
+                measured, bound = measured_crossover(
+                    tokens, times["numba psumbook (ours)"], times["dense fp32 F.linear"]
+                )
+                per_token = t1 - nbytes / bw
+                model = (4 * rows * k - nbytes) / bw / per_token if per_token > 0 else math.inf
+                ctx.record("crossover_vs_dense", measured, "tokens", config=name, M=rows, K=k,
+                           threads=nt, bound=bound, bytes_model=round(model, 2))  # fmt: skip
+                if nt == 1:
+                    curves[name] = times
+        fig = {}
+        for name, times in curves.items():
+            for key, val in times.items():
+                if len(val) != len(tokens):
+                    continue
+                if key != "dense fp32 F.linear" or not fig:
+                    fig[f"{name} {key}" if key != "dense fp32 F.linear" else key] = [
+                        t * 1e3 for t in val
+                    ]
+        safe = label.split()[0]
+        plot_lines(list(tokens), fig, ctx.path(f"cpu_kernels_{safe}.png"), xlabel="tokens N",
+                   ylabel="ms (median)", title=f"CPU kernels {rows}x{k}, g = K (1 thread)",
+                   logx=True, logy=True)  # fmt: skip

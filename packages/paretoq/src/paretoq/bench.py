@@ -535,3 +535,156 @@ def ablation_2bit_grid(ctx: Context) -> None:
     for metric in ("ptq_bpb", "qat_bpb"):
         ctx.record(metric, out["SEQ"][metric], "bits/byte", baseline="LSQ 2-bit grid", baseline_value=out["LSQ"][metric],
                    width=width, bits=2, steps=steps, lr=lr)  # fmt: skip
+
+
+def _torchao_arms(lin: nn.Module) -> dict:
+    """torchao's CPU paths on the same fp32 layer (``peers`` extra): int4 tinygemm, int2 intx."""
+    arms: dict = {}
+    try:
+        import torchao  # noqa: F401
+        from torchao.quantization import IntxWeightOnlyConfig, quantize_
+    except ImportError:
+        return arms
+    try:
+        from torchao.quantization import Int4WeightOnlyConfig
+
+        try:
+            from torchao.dtypes import Int4CPULayout
+
+            config = Int4WeightOnlyConfig(group_size=128, layout=Int4CPULayout(), version=1)
+        except (ImportError, TypeError):
+            config = Int4WeightOnlyConfig(group_size=128)
+        m = copy.deepcopy(lin).to(torch.bfloat16)
+        quantize_(m, config)
+        arms["torchao int4 tinygemm (bf16)"] = (m, torch.bfloat16)
+    except Exception as exc:  # a peer that does not run here is skipped, not fatal
+        arms["torchao int4 tinygemm (bf16)"] = exc
+    try:
+        m = copy.deepcopy(lin)
+        quantize_(m, IntxWeightOnlyConfig(weight_dtype=torch.int2, granularity=_per_axis()))
+        arms["torchao IntxWeightOnly int2"] = (m, torch.float32)
+    except Exception as exc:
+        arms["torchao IntxWeightOnly int2"] = exc
+    return arms
+
+
+def _per_axis():
+    from torchao.quantization.granularity import PerAxis
+
+    return PerAxis(0)
+
+
+@SUITE.case("cpu_kernels", kind="speed")
+def cpu_kernels(ctx: Context) -> None:
+    """The numba byte-lookup packed matmul vs dense fp32 ``F.linear`` vs torchao, N = 1..16.
+
+    ``PackedLinear`` (numba, ``cpu`` extra) at 1, 1.58, 2, 3, 4 bits and its torch path, against
+    dense fp32 and torchao's int4 tinygemm (bf16 activations, group 128) and
+    ``IntxWeightOnlyConfig`` int2 (per row) on the same layer (``peers`` extra; skipped with a
+    message when absent or failing). Batch-1 effective bandwidth = packed bytes (uint8 code bytes
+    + fp32 scales) / time as a fraction of the core roofline copy bandwidth; the crossover N where
+    dense overtakes ours, beside the byte-count model ``N* = (4MK − B)/BW / (t₁ − B/BW)``.
+    """
+    import math
+
+    import paretoq
+    from neurips25_core.bench import num_threads, roofline, single_thread
+    from neurips25_core.testing import assert_close, randn
+    from paretoq.cpu import numba_available
+
+    if not numba_available():
+        ctx.log("cpu_kernels skipped: numba absent (pip install 'paretoq[cpu]')")
+        return
+    shapes = ctx.pick(smoke=[(128, 200)], quick=[(4096, 4096)],
+                      full=[(4096, 4096), (14336, 4096), (4096, 14336)])  # fmt: skip
+    tokens = ctx.pick(smoke=(1, 4), quick=(1, 2, 4, 8, 16), full=(1, 2, 4, 8, 16))
+    bits_list = ctx.pick(smoke=(2,), quick=(2, 4), full=QAT_BITS)
+    threads = ctx.pick(smoke=(1,), quick=(1,), full=(1, 2))
+    min_time = ctx.pick(smoke=0.01, quick=0.15, full=0.5)
+    bw = roofline(
+        matmul_size=ctx.pick(smoke=256, quick=1024, full=2048),
+        copy_bytes=ctx.pick(smoke=16 << 20, quick=256 << 20, full=256 << 20),
+        min_time=ctx.pick(smoke=0.1, quick=0.5, full=1.0),
+    )["bandwidth"]
+    ctx.record("copy_bandwidth", bw / 1e9, "GB/s", lower_is_better=False)
+    for rows, k in shapes:
+        lin = nn.Linear(k, rows, bias=False)
+        with torch.no_grad():
+            lin.weight.copy_(randn(rows, k, seed=0, scale=0.02))
+        arms = _torchao_arms(lin)
+        if not arms:
+            ctx.log("torchao arms skipped: torchao absent (pip install 'paretoq[peers]')")
+        for name, arm in list(arms.items()):
+            if isinstance(arm, Exception):
+                ctx.log(f"{name} skipped: {type(arm).__name__}: {arm}")
+                del arms[name]
+        packed = {}
+        for bits in bits_list:
+            q = paretoq.QuantLinear.from_linear(copy.deepcopy(lin), bits)
+            packed[bits] = paretoq.PackedLinear.from_quant_linear(q, backend="numba")
+            packed[bits].cpu_layout()
+        curves: dict[str, list[float]] = {}
+        for nt in threads:
+            with torch.inference_mode(), single_thread() if nt == 1 else num_threads(nt):
+                for n in tokens:
+                    x = randn(n, k, seed=n)
+                    fns = {"dense fp32 F.linear": lambda x=x, lin=lin: lin(x)}
+                    for bits, p in packed.items():
+                        fns[f"ours numba {_label(bits)}"] = lambda x=x, p=p: p(x)
+                    p2 = packed[bits_list[0]]
+                    fns[f"ours torch {_label(bits_list[0])}"] = lambda x=x, p=p2, k=k: (
+                        paretoq.packing.packed_matmul_torch(x, p.planes, p.scale, p.bits, k)
+                    )
+                    for name, (mod, dt) in arms.items():
+                        fns[name] = lambda x=x, mod=mod, dt=dt: mod(x.to(dt))
+                    for bits, p in packed.items():  # outputs equal before anything is timed
+                        ref = x.double() @ p.dequantize(torch.float64).T
+                        assert_close(p(x), ref, rtol=1e-5, name=f"numba {bits}")
+                    cmp = compare(fns, baseline="dense fp32 F.linear", min_time=min_time)
+                    cmp.record(ctx, metric="time", M=rows, K=k, N=n, threads=nt)
+                    if nt == 1:
+                        for key in fns:
+                            curves.setdefault(key, []).append(cmp[key].median * 1e3)
+                    ctx.log(f"  {rows}x{k} N={n} t={nt}: " + ", ".join(
+                        f"{key} {cmp[key].median * 1e3:.2f} ms" for key in fns
+                    ) + f" (load {cmp.load_start}->{cmp.load_end})")  # fmt: skip
+                    for name in arms:
+                        ctx.record("time_vs_torchao", cmp[f"ours numba {_label(bits_list[0])}"].median,
+                                   "s", baseline=name, baseline_value=cmp[name].median,
+                                   bits=bits_list[0], M=rows, K=k, N=n, threads=nt)  # fmt: skip
+                    for bits, p in packed.items():
+                        key = f"ours numba {_label(bits)}"
+                        nbytes = p.cpu_layout().nbytes + 4 * (k + rows)
+                        if n == 1:
+                            t1 = cmp[key].median
+                            ctx.record("batch1_bandwidth_fraction", nbytes / t1 / bw, "of copy BW",
+                                       lower_is_better=False, bits=bits, M=rows, K=k, threads=nt,
+                                       bytes=nbytes)  # fmt: skip
+                            per_token = t1 - nbytes / bw
+                            model = (
+                                (4 * rows * k - nbytes) / bw / per_token
+                                if per_token > 0
+                                else math.inf
+                            )
+                            ctx.record("crossover_bytes_model", model, "tokens", bits=bits, M=rows,
+                                       K=k, threads=nt)  # fmt: skip
+        for bits in bits_list:
+            key = f"ours numba {_label(bits)}"
+            if key in curves:
+                ours, dense = curves[key], curves["dense fp32 F.linear"]
+                diff = [o - d for o, d in zip(ours, dense)]
+                if diff[-1] <= 0:
+                    cross, bound = float(tokens[-1]), ">"
+                elif all(d > 0 for d in diff):
+                    cross, bound = float(tokens[0]), "<="
+                else:
+                    i = max(j for j, d in enumerate(diff) if d <= 0)
+                    cross = tokens[i] + (tokens[i + 1] - tokens[i]) * -diff[i] / (
+                        diff[i + 1] - diff[i]
+                    )
+                    bound = "="
+                ctx.record("crossover_vs_dense", cross, "tokens", bits=bits, M=rows, K=k,
+                           threads=1, bound=bound)  # fmt: skip
+        plot_lines(list(tokens), curves, ctx.path(f"cpu_kernels_{rows}x{k}.png"),
+                   xlabel="tokens N", ylabel="ms (median, 1 thread)",
+                   title=f"CPU packed matmul {rows}x{k}", logx=True, logy=True)  # fmt: skip
