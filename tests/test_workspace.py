@@ -27,7 +27,7 @@ IDS = [m.name if m.parent.name == "packages" else "core" for m in MEMBERS]
 def test_workspace_lists_every_member_in_the_dev_group():
     root = tomllib.loads((ROOT / "pyproject.toml").read_text())
     dev = {
-        d.split(">")[0].split("=")[0].strip()
+        d.split("[")[0].split(">")[0].split("=")[0].strip()
         for d in root["dependency-groups"]["dev"]
         if isinstance(d, str)
     }

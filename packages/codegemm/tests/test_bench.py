@@ -14,7 +14,12 @@ from neurips25_core.device import triton_usable
 def test_suite_declares_speed_and_quality_cases():
     assert SUITE.name == "codegemm"
     kinds = {case.name: case.kind for case in SUITE.cases}
-    assert kinds == {"matmul_speed": "speed", "gaussian_layer": "quality", "tiny_llama": "quality"}
+    assert kinds == {
+        "matmul_speed": "speed",
+        "cpu_kernels": "speed",
+        "gaussian_layer": "quality",
+        "tiny_llama": "quality",
+    }
 
 
 def test_measured_crossover():

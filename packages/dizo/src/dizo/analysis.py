@@ -5,7 +5,7 @@
 >>> m = torch.nn.Linear(3, 3)
 >>> anchor = {k: v.clone() for k, v in m.state_dict().items()}
 >>> with torch.no_grad():
-...     m.weight.add_(1.0)
+...     _ = m.weight.add_(1.0)
 >>> d = divergence(m, anchor)
 >>> round(d["weight"][0], 6), round(d["weight"][1], 6)
 (3.0, 1.0)

@@ -9,7 +9,7 @@ backends, so compare within one.
 >>> from dizo.ops import perturb_
 >>> w = [torch.zeros(3), torch.zeros(2, 2)]
 >>> perturb_(w, seed=7, scale=1e-3)
-... perturb_(w, seed=7, scale=-1e-3)
+>>> perturb_(w, seed=7, scale=-1e-3)
 >>> float(w[0].abs().max()) < 1e-9
 True
 """
