@@ -173,3 +173,17 @@ def test_bad_input_errors():
         LogicLayer(4, 4, backend="cuda")
     with pytest.raises(TypeError, match="generator"):
         LogicLayer(4, 4, generator=0)
+    with pytest.raises(ValueError, match="grad_factor"):
+        LogicLayer(4, 4, grad_factor=0.0)
+    with pytest.raises(TypeError, match="out_dim: expected an int"):
+        LogicLayer(4, 4.0)
+    with pytest.raises(ValueError, match="x: expected shape \\(B, 4\\)"):
+        layer(torch.ones(4))
+    with pytest.raises(TypeError, match=r"x: expected a torch\.Tensor"):
+        layer([[0.0] * 4])
+    with pytest.raises(ValueError, match="GroupSum k=3 does not divide"):
+        LogicNet(LogicLayer(4, 4), GroupSum(3))
+    with pytest.raises(ValueError, match="do not chain"):
+        LogicNet(LogicLayer(4, 4), LogicLayer(6, 4), GroupSum(2))
+    with pytest.raises(ValueError, match="connections: expected one wiring or one per layer"):
+        LogicNet.from_widths(4, [4, 4], num_classes=2, connections=["random"])

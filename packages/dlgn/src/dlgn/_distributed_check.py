@@ -52,44 +52,26 @@ def single_process_reference(mode: str = "gumbel") -> list[torch.Tensor]:
     return [p.detach().clone() for p in net.parameters()]
 
 
-def _worker(rank: int, world_size: int, init_file: str, out_path: str, modes: tuple) -> None:
-    import torch.distributed as dist
+def _worker(rank: int, world_size: int, modes: tuple) -> dict[str, list[torch.Tensor]]:
     from torch.nn.parallel import DistributedDataParallel
 
-    from neurips25_core.bench import single_thread
-
-    dist.init_process_group(
-        "gloo", init_method=f"file://{init_file}", rank=rank, world_size=world_size
-    )
-    try:
-        out = {}
-        with single_thread():
-            for mode in modes:
-                net = _net(mode)
-                ddp = DistributedDataParallel(net)
-                per = BATCH // world_size
-                _steps(ddp, ddp.parameters(), slice(rank * per, (rank + 1) * per))
-                out[mode] = [p.detach().clone() for p in net.parameters()]
-        if rank == 0:
-            torch.save(out, out_path)
-        dist.barrier()
-    finally:
-        dist.destroy_process_group()
+    out = {}
+    for mode in modes:
+        net = _net(mode)
+        ddp = DistributedDataParallel(net)
+        per = BATCH // world_size
+        _steps(ddp, ddp.parameters(), slice(rank * per, (rank + 1) * per))
+        out[mode] = [p.detach().clone() for p in net.parameters()]
+    return out
 
 
 def run_check(
-    world_size: int, out_path: str, init_file: str, modes: tuple = ("gumbel", "softmax")
-) -> dict[str, list[torch.Tensor]]:
-    """Spawn ``world_size`` gloo processes; return rank 0's parameters after ``STEPS`` steps, per
-    training mode (one spawn trains every mode: process start-up dominates the cost)."""
-    import torch.multiprocessing as mp
+    world_size: int = 2, modes: tuple = ("gumbel", "softmax")
+) -> list[dict[str, list[torch.Tensor]]]:
+    """Run ``world_size`` gloo processes (the core's ``run_distributed``); return every rank's
+    parameters after ``STEPS`` steps, per training mode (one start-up trains every mode)."""
+    from neurips25_core.distributed import run_distributed
 
     if BATCH % world_size:
         raise ValueError(f"world_size: expected a divisor of {BATCH}, got {world_size}")
-    mp.start_processes(
-        _worker,
-        args=(world_size, init_file, out_path, tuple(modes)),
-        nprocs=world_size,
-        start_method="spawn",
-    )
-    return torch.load(out_path)
+    return run_distributed(_worker, world_size=world_size, args=(tuple(modes),))

@@ -7,8 +7,9 @@ Quality (the reduced reproduction, real training on offline data):
 * Net: 3 × 4000 neurons, ``unique`` wiring (2-XOR: the first layer ``random``, since 32 bits
   have only 496 distinct pairs), GroupSum τ = 30, Adam 0.01, batch 100.
 * Arms: GLGN (``mode="gumbel"``, τ_g = 1), DLGN (``mode="softmax"``, the baseline), the
-  ``torchlogix`` peer (its default raw/soft DLGN layer), and the ``hard_st`` ablation.
-  ``--quick``: GLGN and DLGN, 1 seed, 600 steps. ``--full``: every arm, 3 seeds, 3000 steps.
+  ``torchlogix`` peer (its default raw/soft DLGN layer), and the ``hard_st`` ablation, in every
+  mode. ``--quick``: 3 × 500 neurons, 1 seed, 600 steps (2-XOR: 4096 train / 1024 test).
+  ``--full``: 3 × 4000 neurons, 3 seeds, 3000 steps.
 * Logged every 250 steps on the test split: discrete accuracy, train-mode accuracy, the gap,
   the unused fraction, mean max softmax(z), training wall-clock. The packed (int64 bitwise)
   accuracy is checked equal to the discrete accuracy at the end of every run.
@@ -50,6 +51,11 @@ PEER_MISSING = (
     "`uv pip install --no-deps torchlogix==0.2.2`)"
 )
 
+
+# The quick reduction (every arm, both datasets, one seed, under a minute on two cores): the
+# full run's 3 x 4000 neurons and 3000 steps shrink to these.
+QUICK_WIDTH = 500
+QUICK_STEPS = 600
 
 # ----------------------------------------------------------------------------- the peer
 
@@ -227,23 +233,22 @@ def _run(arm: Arm, data: dict, widths, k, tau, steps, seed, eval_every, desc, wi
 
 
 def _arms(ctx: Context) -> list[Arm]:
-    arms = [_ours("gumbel"), _ours("softmax")]
-    if not ctx.quick:  # smoke exercises every arm at toy size; full runs them all
-        if import_torchlogix_layers() is not None:
-            arms.append(_peer())
-        else:
-            ctx.log(PEER_MISSING)
-        arms.append(_ours("hard_st"))
+    """Every arm in every mode: GLGN, DLGN (the baseline), the hard_st ablation and the peer."""
+    arms = [_ours("gumbel"), _ours("softmax"), _ours("hard_st")]
+    if import_torchlogix_layers() is not None:
+        arms.append(_peer())
+    else:
+        ctx.log(PEER_MISSING)
     return arms
 
 
 def _quality(
     ctx: Context, dataset: str, data: dict, k: int, smoke_widths: list[int], first_wiring: str
 ) -> None:
-    widths = ctx.pick(smoke=smoke_widths, quick=[4000] * 3, full=[4000] * 3)
+    widths = ctx.pick(smoke=smoke_widths, quick=[QUICK_WIDTH] * 3, full=[4000] * 3)
     wiring = [first_wiring] + ["unique"] * (len(widths) - 1)
-    steps = ctx.pick(smoke=20, quick=600, full=3000)
-    eval_every = ctx.pick(smoke=10, quick=250, full=250)
+    steps = ctx.pick(smoke=20, quick=QUICK_STEPS, full=3000)
+    eval_every = ctx.pick(smoke=10, quick=QUICK_STEPS // 4, full=250)
     seeds = ctx.pick(smoke=(0,), quick=(0,), full=(0, 1, 2))
     tau = 30.0 if not ctx.smoke else 8.0
     runs: dict[str, list[dict]] = {}
@@ -388,7 +393,7 @@ def xor_gap(ctx: Context) -> None:
     """Synthetic 2-XOR on 32 bits: discrete accuracy, gap, unused, GLGN vs DLGN."""
     from .data import two_xor
 
-    n_train, n_test = ctx.pick(smoke=(1024, 256), quick=(8192, 2048), full=(8192, 2048))
+    n_train, n_test = ctx.pick(smoke=(1024, 256), quick=(4096, 1024), full=(8192, 2048))
     # 32 bits have only 32·31/2 = 496 distinct pairs, so no 'unique' first layer of 4000 exists
     # (the official get_unique_connections asserts too): the first layer is wired 'random'.
     _quality(ctx, "xor", two_xor(n_train, n_test, bits=32, seed=0), 4, [64, 64], "random")
@@ -464,8 +469,8 @@ def train_step_speed(ctx: Context) -> None:
             result = compare(
                 steps,
                 baseline="softmax (DLGN)",
-                min_time=ctx.pick(smoke=0.01, quick=0.5, full=2.0),
-                min_rounds=ctx.pick(smoke=2, quick=5, full=7),
+                min_time=ctx.pick(smoke=0.01, quick=0.2, full=2.0),
+                min_rounds=ctx.pick(smoke=2, quick=3, full=7),
             )
         ctx.log(str(result))
         result.record(ctx, metric="train_step", width=width, layers=4, batch=batch, in_dim=in_dim)
@@ -479,7 +484,7 @@ def eval_speed(ctx: Context) -> None:
 
     in_dim = ctx.pick(smoke=64, quick=1024, full=1024)
     width = ctx.pick(smoke=64, quick=16_000, full=16_000)
-    batch = ctx.pick(smoke=100, quick=1024, full=8192)
+    batch = ctx.pick(smoke=100, quick=256, full=8192)
     torch.manual_seed(0)
     net = LogicNet.from_widths(in_dim, [width] * 4, num_classes=8, tau=30.0).eval()
     for layer in net.logic_layers:
@@ -502,8 +507,8 @@ def eval_speed(ctx: Context) -> None:
         result = compare(
             {"float eval": float_eval, "packed int64": packed_eval},
             baseline="float eval",
-            min_time=ctx.pick(smoke=0.01, quick=0.2, full=2.0),
-            min_rounds=ctx.pick(smoke=2, quick=5, full=7),
+            min_time=ctx.pick(smoke=0.01, quick=0.1, full=2.0),
+            min_rounds=ctx.pick(smoke=2, quick=3, full=7),
         )
     ctx.log(str(result))
     params = {"width": width, "layers": 4, "batch": batch, "in_dim": in_dim}
