@@ -56,3 +56,28 @@ def test_streamed_kernel_refuses_float64():
     x = randn(2, 3, 4, dtype=torch.float64, device=DEVICE)
     with pytest.raises(TypeError, match="float64"):
         ops.clipped_linear_weight_grad(x, x, 1.0, backend="triton")
+
+
+def test_streamed_kernel_2d_input():
+    x = randn(6, 9, seed=4, device=DEVICE)
+    g = randn(6, 5, seed=5, device=DEVICE)
+    clip = float(reference.per_sample_norms(x, g).median())
+    out = poisoned_empty(5, 9, device=DEVICE)
+    out.copy_(ops.clipped_linear_weight_grad(x, g, clip, backend="triton"))
+    assert_close(out, reference.clipped_linear_weight_grad(x, g, clip).float(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
+def test_dp_linear_on_the_triton_backend(bias):
+    import flashdp
+
+    layer = torch.nn.Linear(9, 5, bias=bias).to(DEVICE)
+    cfg = flashdp.FlashDPConfig(0.5, 0.0, loss_reduction="sum", backend="triton")
+    model = flashdp.make_private(torch.nn.Sequential(layer), cfg)
+    x = randn(3, 2, 4, 9, seed=6, device=DEVICE)  # 4-D: T = 2·4
+    w = randn(3, 2, 4, 5, seed=7, device=DEVICE)
+    (model(x) * w).sum().backward()
+    ref_w = reference.clipped_linear_weight_grad(x, w, 0.5)
+    assert_close(layer.weight.grad, ref_w.float(), rtol=1e-5)
+    if bias:
+        assert_close(layer.bias.grad, reference.clipped_linear_bias_grad(w, 0.5).float(), rtol=1e-5)

@@ -80,6 +80,61 @@ def test_2d_and_4d_inputs_flatten_like_3d():
     assert_close(reference.per_sample_linear_grads(x2, g2)[0], outer, rtol=1e-12)
 
 
+@pytest.mark.parametrize("lead", [(4,), (4, 6), (4, 2, 3)], ids=["2d", "3d", "4d"])
+@pytest.mark.parametrize(
+    ("backend", "dtype", "rtol"),
+    [
+        ("torch", torch.float64, 1e-10),
+        ("torch", torch.float32, 1e-6),
+        ("explicit", torch.float64, 1e-10),
+        ("explicit", torch.float32, 1e-6),
+        ("ghost", torch.float64, 1e-10),
+        ("ghost", torch.float32, 1e-6),
+    ],
+)
+def test_every_backend_on_2d_and_4d_inputs(lead, backend, dtype, rtol):
+    x = randn(*lead, 7, seed=4, dtype=dtype)
+    g = randn(*lead, 5, seed=5, dtype=dtype)
+    c = _threshold(x, g)
+    ref = reference.clipped_linear_weight_grad(x, g, c)  # flattens 2-D to T = 1, 4-D into T
+    out = poisoned_empty(5, 7, dtype=dtype)
+    out.copy_(ops.clipped_linear_weight_grad(x, g, c, backend=backend))
+    assert_close(out, ref.to(dtype), rtol=rtol)
+    assert_close(
+        ops.per_sample_norms(x, g, backend=backend),
+        reference.per_sample_norms(x, g).to(dtype),
+        rtol=rtol,
+    )
+
+
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
+@pytest.mark.parametrize("lead", [(3,), (3, 7), (3, 2, 4)], ids=["2d", "3d", "4d"])
+@pytest.mark.parametrize(
+    ("backend", "dtype", "rtol"),
+    [
+        ("torch", torch.float64, 1e-10),
+        ("torch", torch.float32, 1e-6),
+        ("explicit", torch.float32, 1e-6),
+        ("ghost", torch.float32, 1e-6),
+    ],
+)
+def test_dp_linear_with_and_without_bias(bias, lead, backend, dtype, rtol):
+    import flashdp
+
+    layer = torch.nn.Linear(9, 5, bias=bias).to(dtype)
+    cfg = flashdp.FlashDPConfig(0.5, 0.0, loss_reduction="sum", backend=backend)
+    model = flashdp.make_private(torch.nn.Sequential(layer), cfg)
+    x = randn(*lead, 9, seed=6, dtype=dtype)
+    w = randn(*lead, 5, seed=7, dtype=dtype)  # the loss Σ y ⊙ w has grad_out = w
+    (model(x) * w).sum().backward()
+    assert_close(layer.weight.grad, reference.clipped_linear_weight_grad(x, w, 0.5).to(dtype), rtol)
+    if bias:
+        ref_b = reference.clipped_linear_bias_grad(w, 0.5)  # 2-D: T = 1
+        assert_close(layer.bias.grad, ref_b.to(dtype), rtol=rtol)
+    else:
+        assert layer.bias is None and len(flashdp.dp_groups(model)) == 1
+
+
 def test_bias_gradient_uses_the_norm_of_the_summed_bias_gradient():
     x, g = _inputs(3, 7, 5, 9, torch.float64)
     _, gb = reference.per_sample_linear_grads(x, g, bias=True)

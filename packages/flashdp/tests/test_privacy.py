@@ -227,11 +227,15 @@ def test_accountant_values():
     rdp = flashdp.PrivacyAccountant("rdp")
     rdp.step(1.5, 0.04, steps=2250)
     assert rdp.epsilon(1e-5) == pytest.approx(7.3291112, abs=1e-6)
+    # The PRV value 6.7773957 is opacus's test value, whose loop runs int(90 // 0.04)
+    # = 2249 steps (floating-point floor division; the RDP test runs int(90 / 0.04) = 2250).
+    # With opacus's default eps_error=0.01 both are reproduced to 1e-9.
     prv = flashdp.PrivacyAccountant("prv")
-    prv.step(1.5, 0.04, steps=2250)
-    # PRV is approximate: opacus's default eps_error=0.01 gives 6.7791 here (1e-3 gives 6.7701);
-    # the 6.7773957 lies within that stated error
-    assert prv.epsilon(1e-5) == pytest.approx(6.7773957, abs=0.01)
+    prv.step(1.5, 0.04, steps=int(90 // 0.04))
+    assert prv.history == [(1.5, 0.04, 2249)]
+    assert prv.epsilon(1e-5) == pytest.approx(6.7773957, abs=1e-7)
+    prv.step(1.5, 0.04)
+    assert prv.epsilon(1e-5) == pytest.approx(6.7791321, abs=1e-7)  # 2250 steps
     sigma = flashdp.PrivacyAccountant("rdp").noise_multiplier_for(8, 1e-5, 0.04, 2000)
     assert sigma == pytest.approx(1.3562, abs=1e-4)
 
@@ -247,7 +251,9 @@ def test_poisson_sampler_is_seeded_and_has_the_rate():
 def test_bad_input_names_the_argument():
     with pytest.raises(ValueError, match="max_grad_norm"):
         FlashDPConfig(max_grad_norm=0.0, noise_multiplier=1.0)
-    with pytest.raises(ValueError, match="noise_multiplier"):
+    with pytest.raises(ValueError, match="max_grad_norm: expected a finite number > 0, got -1"):
+        FlashDPConfig(max_grad_norm=-1.0, noise_multiplier=1.0)
+    with pytest.raises(ValueError, match="noise_multiplier: expected a finite number >= 0"):
         FlashDPConfig(max_grad_norm=1.0, noise_multiplier=-0.1)
     with pytest.raises(ValueError, match="allocation"):
         FlashDPConfig(1.0, 1.0, allocation="flat")
@@ -257,6 +263,8 @@ def test_bad_input_names_the_argument():
     m = make_private(nn.Sequential(nn.Linear(3, 2)), cfg)
     with pytest.raises(ValueError, match="expected_batch_size"):
         flashdp.DPOptimizer(torch.optim.SGD(m.parameters(), lr=0.1), m, cfg, 0)
+    with pytest.raises(ValueError, match="expected_batch_size: expected > 0, got -4"):
+        flashdp.DPOptimizer(torch.optim.SGD(m.parameters(), lr=0.1), m, cfg, -4)
     tied = nn.Sequential(nn.Embedding(5, 3), nn.Linear(3, 5, bias=False))
     tied[1].weight = tied[0].weight
     with pytest.raises(ValueError, match="tied"):
@@ -265,6 +273,11 @@ def test_bad_input_names_the_argument():
         make_private(
             nn.Sequential(nn.Embedding(5, 3), nn.Linear(3, 2)), FlashDPConfig(1.0, 1.0, skip=("0",))
         )
+    # an Embedding left out of target_modules stays trainable and unclipped: refused under strict
+    unwrapped = nn.Sequential(nn.Embedding(5, 3), nn.Linear(3, 2))
+    with pytest.raises(ValueError, match=r"outside DP layers.*0\.weight"):
+        make_private(unwrapped, FlashDPConfig(1.0, 1.0, target_modules=[nn.Linear]))
+    assert type(unwrapped[1]) is nn.Linear, "nothing is swapped before the error"
     with pytest.raises(TypeError, match="Conv2d"):
         make_private(
             nn.Sequential(nn.Conv2d(1, 1, 3)), FlashDPConfig(1.0, 1.0, target_modules=[nn.Conv2d])

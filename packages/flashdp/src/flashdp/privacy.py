@@ -147,13 +147,8 @@ def make_private(model: nn.Module, config: FlashDPConfig) -> nn.Module:
                     "transformers Conv1D)"
                 )
             chosen.append((name, module))
-    replaced = {}
-    for name, module in chosen:
-        parent_name, _, child = name.rpartition(".")
-        parent = model.get_submodule(parent_name) if parent_name else model
-        new = layers.to_dp(module)
-        setattr(parent, child, new)
-        replaced[name] = new
+    # build every DP module and run every check before the model is modified
+    replaced = {name: layers.to_dp(module) for name, module in chosen}
     groups = [
         (f"{name}.{pname}", p, new)
         for name, new in replaced.items()
@@ -171,6 +166,10 @@ def make_private(model: nn.Module, config: FlashDPConfig) -> nn.Module:
                 f"{outside[:6]}{' ...' if len(outside) > 6 else ''} (freeze them, or pass "
                 "strict=False to train them without clipping)"
             )
+    for name, new in replaced.items():
+        parent_name, _, child = name.rpartition(".")
+        parent = model.get_submodule(parent_name) if parent_name else model
+        setattr(parent, child, new)
     k = max(1, len(groups))
     c_k = (
         config.max_grad_norm / math.sqrt(k)
