@@ -24,7 +24,7 @@ SUITE = Suite(
 def _sizes(mode: str) -> dict:
     return {
         "smoke": dict(base=(2, 32, 2), draft=(4, 32, 2), steps=20, batch=4, seq=64, lr=3e-3),
-        "quick": dict(base=(4, 128, 4), draft=(6, 64, 4), steps=300, batch=16, seq=128, lr=3e-3),
+        "quick": dict(base=(4, 128, 4), draft=(6, 64, 4), steps=300, batch=8, seq=64, lr=3e-3),
         "full": dict(base=(8, 256, 4), draft=(10, 96, 4), steps=1500, batch=16, seq=256, lr=3e-4),
     }[mode]
 
@@ -203,7 +203,7 @@ def draft_latency(ctx: Context) -> None:
                 fns,
                 baseline="sequential",
                 min_time=ctx.pick(smoke=0.02, quick=0.3, full=1.0),
-                max_time=ctx.pick(smoke=0.2, quick=2.0, full=10.0),
+                max_time=ctx.pick(smoke=0.2, quick=1.0, full=10.0),
                 cpu_time=True,
             )
             res.record(
@@ -276,8 +276,8 @@ def end_to_end(ctx: Context) -> None:
         res = compare(
             fns,
             baseline="vanilla",
-            min_time=ctx.pick(smoke=0.05, quick=1.0, full=3.0),
-            max_time=ctx.pick(smoke=0.5, quick=4.0, full=20.0),
+            min_time=ctx.pick(smoke=0.05, quick=0.5, full=3.0),
+            max_time=ctx.pick(smoke=0.5, quick=1.5, full=20.0),
             cpu_time=True,
         )
         res.record(ctx, metric="generate_time", new_tokens=new, gamma=gamma)

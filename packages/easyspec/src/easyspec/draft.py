@@ -18,7 +18,7 @@ from torch import nn
 __all__ = ["SUPPORTED_MODEL_TYPES", "FuzzyDraft", "layer_groups"]
 
 SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "mistral")
-BACKENDS = ("sequential", "stacked", "streams")
+BACKENDS = ("sequential", "stacked", "streams", "gloo")
 
 
 def layer_groups(
@@ -68,8 +68,13 @@ class FuzzyDraft:
         merge: ``"interleave"`` (our reading of the paper; N = 1 exact) or ``"sum_first"``.
         backend: ``"sequential"`` (reference), ``"stacked"`` (a group's projections as one batched
             matmul each, the single-device speed-up), ``"streams"`` (one CUDA stream per layer in a
-            group; CUDA only).
+            group; CUDA only) or ``"gloo"`` (one ``torch.distributed`` process per group slot:
+            rank j runs the j-th attention of every fuzzy group and the ranks all-gather the
+            outputs and K/V, so every rank holds the full cache and continues identically; the
+            multi-device layout emulated on CPU processes, see :mod:`easyspec.dist`).
         max_length: capacity of the KV cache (default ``config.max_position_embeddings``).
+        process_group: the group for ``backend="gloo"`` (default: the world); its size must be
+            at least the largest group.
 
     >>> from neurips25_core.models import tiny_llama, tiny_llama_config
     >>> model = tiny_llama(tiny_llama_config(hidden_size=32, num_layers=6, num_heads=2))
@@ -90,6 +95,7 @@ class FuzzyDraft:
         merge: str = "interleave",
         backend: str = "sequential",
         max_length: int | None = None,
+        process_group=None,
     ) -> None:
         config = getattr(model, "config", None)
         model_type = getattr(config, "model_type", None)
@@ -126,6 +132,24 @@ class FuzzyDraft:
         self.stats = {"forwards": 0, "stages": 0, "tokens": 0}
         self._stacked = [self._stack(g) for g in self.groups] if backend == "stacked" else None
         self._streams = None
+        self.process_group = process_group
+        if backend == "gloo":
+            import torch.distributed as dist
+
+            if not dist.is_available() or not dist.is_initialized():
+                raise ValueError(
+                    "backend: 'gloo' needs an initialised torch.distributed process group "
+                    "(run under easyspec.dist.run_layer_parallel)"
+                )
+            world = dist.get_world_size(process_group)
+            widest = max(len(g) for g in self.groups)
+            if world < widest:
+                raise ValueError(
+                    f"backend: 'gloo' needs one process per group slot, expected a world size "
+                    f">= {widest}, got {world}"
+                )
+            self._rank = dist.get_rank(process_group)
+            self._world = world
 
     # ---------------------------------------------------------------- weights
     def _stack(self, group: list[int]):
@@ -235,6 +259,8 @@ class FuzzyDraft:
                 outs = self._attn_stacked(gi, x, rope, start)
             elif self.backend == "streams":
                 outs = self._attn_streams(group, x, rope, start)
+            elif self.backend == "gloo":
+                outs = self._attn_gloo(group, x, rope, start)
             else:
                 outs = [
                     self._attn(
@@ -337,4 +363,31 @@ class FuzzyDraft:
                 outs.append(self._attn(i, xn, rope, start))
         for j in range(len(group)):
             main.wait_stream(self._streams[j])
+        return outs
+
+    def _attn_gloo(self, group: list[int], x: torch.Tensor, rope, start: int) -> list[torch.Tensor]:
+        """Rank j computes the j-th attention of the group; one all-gather shares outputs + K/V."""
+        import torch.distributed as dist
+
+        t, d = x.shape[1], x.shape[-1]
+        kv = self.num_kv * t * self.head_dim
+        j = self._rank
+        if j < len(group):
+            i = group[j]
+            a = self._attn(i, _rms(x, self.layers[i].input_layernorm.weight, self.eps), rope, start)
+            k = self._k[i, :, start : start + t]
+            v = self._v[i, :, start : start + t]
+            buf = torch.cat([a.reshape(-1), k.reshape(-1), v.reshape(-1)])
+        else:  # an idle slot (the last group may be narrower than the world)
+            buf = torch.zeros(d * t + 2 * kv, device=x.device, dtype=x.dtype)
+        bufs = [torch.empty_like(buf) for _ in range(self._world)]
+        dist.all_gather(bufs, buf.contiguous(), group=self.process_group)
+        outs = []
+        for jj, i in enumerate(group):
+            b = bufs[jj]
+            outs.append(b[: d * t].view(1, t, d))
+            if jj != j:
+                shape = (self.num_kv, t, self.head_dim)
+                self._k[i, :, start : start + t] = b[d * t : d * t + kv].view(shape)
+                self._v[i, :, start : start + t] = b[d * t + kv :].view(shape)
         return outs

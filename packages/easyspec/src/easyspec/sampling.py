@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["sampling_probs", "verify_chain"]
+__all__ = ["chain_law", "sampling_probs", "verify_chain"]
 
 
 def _check_sampling(temperature: float, top_k: int | None, top_p: float | None) -> None:
@@ -83,15 +83,8 @@ def verify_chain(
     >>> verify_chain(torch.tensor([1, 1]), q, p)  # x_2 = 1 mismatches argmax p_2 = 0
     (1, 0)
     """
-    if draft_tokens.dim() != 1:
-        raise ValueError(f"draft_tokens: expected shape (gamma,), got {tuple(draft_tokens.shape)}")
-    gamma = draft_tokens.shape[0]
-    if q.dim() != 2 or q.shape[0] != gamma:
-        raise ValueError(f"q: expected shape ({gamma}, V), got {tuple(q.shape)}")
-    if p.dim() != 2 or p.shape != (gamma + 1, q.shape[1]):
-        raise ValueError(f"p: expected shape ({gamma + 1}, {q.shape[1]}), got {tuple(p.shape)}")
-    tokens = draft_tokens.tolist()
-    for j, x in enumerate(tokens):
+    gamma = _check_chain(draft_tokens, q, p)
+    for j, x in enumerate(draft_tokens.tolist()):
         px = float(p[j, x])
         qx = float(q[j, x])
         if px >= qx:  # r*q <= p for every r in [0, 1): no draw needed (also the greedy accept)
@@ -100,11 +93,55 @@ def verify_chain(
             r = float(torch.rand((), generator=generator, dtype=torch.float64))
             if r * qx <= px:
                 continue
-        residual = (p[j] - q[j]).clamp_min(0)
-        total = float(residual.sum())
-        dist = residual / total if total > 0 else p[j]
-        return j, _draw(dist, generator)
+        return j, _draw(_residual(p[j], q[j]), generator)
     return gamma, _draw(p[gamma], generator)
+
+
+def _check_chain(draft_tokens, q, p) -> int:
+    if draft_tokens.dim() != 1:
+        raise ValueError(f"draft_tokens: expected shape (gamma,), got {tuple(draft_tokens.shape)}")
+    gamma = draft_tokens.shape[0]
+    if q.dim() != 2 or q.shape[0] != gamma:
+        raise ValueError(f"q: expected shape ({gamma}, V), got {tuple(q.shape)}")
+    if p.dim() != 2 or p.shape != (gamma + 1, q.shape[1]):
+        raise ValueError(f"p: expected shape ({gamma + 1}, {q.shape[1]}), got {tuple(p.shape)}")
+    return gamma
+
+
+def _accept_prob(px: float, qx: float) -> float:
+    """P(accept x) = min(1, p(x)/q(x)): the rule :func:`verify_chain` draws against."""
+    return 1.0 if px >= qx else px / qx
+
+
+def _residual(pj: torch.Tensor, qj: torch.Tensor) -> torch.Tensor:
+    """The law of the token emitted at a rejection: (p - q)+ normalised, p when it is zero."""
+    residual = (pj - qj).clamp_min(0)
+    total = float(residual.sum())
+    return residual / total if total > 0 else pj
+
+
+def chain_law(draft_tokens: torch.Tensor, q: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+    """The exact law of :func:`verify_chain`'s output for fixed drafted tokens: (γ+1, V).
+
+    Entry ``[k, y]`` is P(n_accepted = k, next_token = y); rows sum to P(n_accepted = k). Built
+    from the same acceptance and residual rules that :func:`verify_chain` samples from, so
+    enumerating draft paths with it gives the exact law of the emitted tokens (the tests check it
+    equals the base law to 1e-12).
+
+    >>> p = torch.tensor([[0.5, 0.5], [0.5, 0.5]], dtype=torch.float64)
+    >>> q = torch.tensor([[1.0, 0.0]], dtype=torch.float64)
+    >>> chain_law(torch.tensor([0]), q, p).tolist()  # accept 0 w.p. 1/2, else emit 1
+    [[0.0, 0.5], [0.25, 0.25]]
+    """
+    gamma = _check_chain(draft_tokens, q, p)
+    law = torch.zeros(gamma + 1, p.shape[1], dtype=p.dtype)
+    alive = 1.0  # P(the first j tokens were accepted)
+    for j, x in enumerate(draft_tokens.tolist()):
+        a = _accept_prob(float(p[j, x]), float(q[j, x]))
+        law[j] = (alive * (1.0 - a)) * _residual(p[j], q[j])
+        alive *= a
+    law[gamma] = alive * p[gamma]
+    return law
 
 
 def _draw(dist: torch.Tensor, generator: torch.Generator | None) -> int:
