@@ -4,8 +4,8 @@ import pytest
 from rdfft._distributed_check import _adapters, _model, run_ddp, single_process_reference
 
 
-def _check(kind, tmp_path):
-    ddp = run_ddp(2, str(tmp_path / "ddp.pt"), kind)
+def _check(kind):
+    ddp = run_ddp(2, kind)
     grads, adapters = single_process_reference(kind)
     assert len(ddp["grads"]) == len(grads) == 2
     for a, b in zip(ddp["grads"], grads):
@@ -17,10 +17,10 @@ def _check(kind, tmp_path):
     assert min(a.abs().max().item() for a in adapters) > 1e-4
 
 
-def test_ddp_two_processes_equal_one(tmp_path):
-    _check("mlp", tmp_path)
+def test_ddp_two_processes_equal_one():
+    _check("mlp")
 
 
 @pytest.mark.slow
-def test_ddp_two_processes_equal_one_tiny_llama(tmp_path):
-    _check("llama", tmp_path)
+def test_ddp_two_processes_equal_one_tiny_llama():
+    _check("llama")

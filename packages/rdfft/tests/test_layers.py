@@ -125,3 +125,65 @@ def test_errors():
         )
     with pytest.raises(ValueError, match=r"x: expected last dim q_in·p = 16, got 12"):
         block_circulant_matmul(torch.zeros(2, 12), torch.zeros(1, 2, 8))
+
+
+def _two_readers(share: bool):
+    """q and v adapters reading one hidden state, as in a Llama attention block."""
+    torch.manual_seed(0)
+    model = nn.ModuleDict({"q_proj": nn.Linear(64, 64), "v_proj": nn.Linear(64, 32)})
+    apply_bca(model, block_size=16, share_spectra=share)
+    with torch.no_grad():
+        for m in model.values():
+            m.c.normal_()
+    return model
+
+
+def test_shared_spectrum_keeps_one_x_and_the_same_gradients():
+    grads, saved_counts = {}, {}
+    for share in (False, True):
+        model = _two_readers(share)
+        assert (model["q_proj"].spectrum_cache is not None) == share
+        if share:
+            assert model["q_proj"].spectrum_cache is model["v_proj"].spectrum_cache
+        x = randn(5, 3, 64, seed=2).requires_grad_()
+        h = x * 2.0  # a non-leaf input, as the normed hidden state is
+        storages = set()
+
+        def pack(t, storages=storages):
+            storages.add((t.untyped_storage().data_ptr(), t.untyped_storage().nbytes()))
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            out = model["q_proj"](h).sum() + model["v_proj"](h).square().sum()
+        out.backward()
+        params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+        spectrum = 5 * 3 * 64 * 4  # X of (5, 3) rows of 64 fp32
+        saved_counts[share] = sum(n for ptr, n in storages if ptr not in params and n == spectrum)
+        grads[share] = [x.grad] + [model[k].c.grad for k in ("q_proj", "v_proj")]
+    for a, b in zip(grads[True], grads[False]):
+        assert_close(a, b, rtol=1e-6)
+    # unshared: two 5·3·64 fp32 spectra (3840 B each); shared: one
+    assert saved_counts[False] == 2 * 5 * 3 * 64 * 4
+    assert saved_counts[True] == 5 * 3 * 64 * 4
+
+
+def test_shared_spectrum_misses_on_a_changed_or_other_input():
+    model = _two_readers(True)
+    cache = model["q_proj"].spectrum_cache
+    x = randn(4, 64, seed=3)
+    ref_v = model["v_proj"].base(x) + x @ model["v_proj"].merge().T
+    model["q_proj"](x)
+    assert len(cache) == 1
+    x.mul_(2)  # in-place change after q read it: v must not reuse the stale spectrum
+    assert_close(model["v_proj"](x), 2 * ref_v - model["v_proj"].base.bias, rtol=1e-5)
+    y = x.clone()
+    assert_close(model["v_proj"](y), model["v_proj"](x), rtol=0)
+    del x, y
+    assert len(cache) == 0  # entries die with their input
+    import copy
+    import pickle
+
+    assert len(copy.deepcopy(model)["q_proj"].spectrum_cache) == 0
+    assert pickle.loads(pickle.dumps(cache)) is not cache
+    with pytest.raises(ValueError, match=r"spectrum_cache: only the 'rdfft' backend"):
+        BCAdapter(nn.Linear(16, 16), 8, backend="rfft", spectrum_cache=rdfft.SpectrumCache())

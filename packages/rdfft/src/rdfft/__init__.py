@@ -15,6 +15,7 @@ Example (CPU):
 from rdfft.layers import (
     BCAdapter,
     BlockCirculantLinear,
+    SpectrumCache,
     apply_bca,
     bca_parameter_groups,
     block_circulant_matmul,
@@ -28,6 +29,7 @@ __all__ = [
     "HcMatmul",
     "IrdFFT",
     "RdFFT",
+    "SpectrumCache",
     "apply_bca",
     "bca_parameter_groups",
     "block_circulant_matmul",

@@ -1,6 +1,6 @@
 """BCA fine-tuning under DistributedDataParallel (gloo, CPU processes) versus one process.
 
-Used by ``tests/test_distributed.py`` (spawned workers must import from an installed module).
+Used by ``tests/test_distributed.py``.
 Each rank trains the same BCA-adapted tiny Llama on its shard of every global batch; DDP averages
 the adapter gradients, so after each step the adapters must equal one process training on the
 whole batch.
@@ -8,12 +8,7 @@ whole batch.
 
 from __future__ import annotations
 
-import os
-import socket
-
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
 
 from rdfft.layers import BCAdapter, apply_bca, bca_parameter_groups
 
@@ -84,31 +79,21 @@ def single_process_reference(kind: str = "mlp") -> tuple[list[torch.Tensor], lis
     return _train(_model(kind), slice(None))
 
 
-def _worker(rank: int, world: int, port: int, out: str, kind: str) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.set_num_threads(1)  # core-helper-ok: a spawned worker, one thread for its whole life
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    try:
-        model = _model(kind)
-        ddp = torch.nn.parallel.DistributedDataParallel(model)
-        per = GLOBAL_BATCH // world
-        grads, adapters = _train(model, slice(rank * per, (rank + 1) * per), wrapped=ddp)
-        if rank == 0:
-            torch.save({"grads": grads, "adapters": adapters}, out)
-    finally:
-        dist.destroy_process_group()
+def _rank(rank: int, world: int, kind: str) -> dict[str, list[torch.Tensor]]:
+    """One DDP rank (called by ``neurips25_core.distributed.run_distributed``)."""
+    model = _model(kind)
+    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    per = GLOBAL_BATCH // world
+    grads, adapters = _train(model, slice(rank * per, (rank + 1) * per), wrapped=ddp)
+    return {"grads": grads, "adapters": adapters}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def run_ddp(world: int, out: str, kind: str = "mlp") -> dict[str, list[torch.Tensor]]:
-    """Train under DDP in ``world`` CPU processes; rank 0's first-step gradients and final adapters.
+def run_ddp(world: int, kind: str = "mlp") -> dict[str, list[torch.Tensor]]:
+    """Train under DDP in ``world`` CPU processes (gloo, forked by the core's
+    ``run_distributed``); rank 0's first-step gradients and final adapters.
 
     ``kind``: "mlp" (a transformers-free tiny LM, seconds) or "llama" (a 1-layer tiny Llama).
     """
-    mp.spawn(_worker, args=(world, _free_port(), out, kind), nprocs=world, join=True)
-    return torch.load(out)
+    from neurips25_core.distributed import run_distributed
+
+    return run_distributed(_rank, world_size=world, args=(kind,))[0]

@@ -27,6 +27,7 @@ Example (CPU):
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Iterable
 
 import torch
@@ -41,6 +42,7 @@ __all__ = [
     "BACKENDS",
     "BCAdapter",
     "BlockCirculantLinear",
+    "SpectrumCache",
     "apply_bca",
     "bca_parameter_groups",
     "block_circulant_matmul",
@@ -66,7 +68,11 @@ def _check_layer_backend(backend: str) -> None:
 
 
 def block_circulant_matmul(
-    x: torch.Tensor, c: torch.Tensor, backend: str = "rdfft", overwrite_input: bool = False
+    x: torch.Tensor,
+    c: torch.Tensor,
+    backend: str = "rdfft",
+    overwrite_input: bool = False,
+    spectrum_cache: SpectrumCache | None = None,
 ) -> torch.Tensor:
     """``y = W x`` for the block-circulant W of coefficients ``c``.
 
@@ -76,6 +82,8 @@ def block_circulant_matmul(
         backend: "rdfft", "rfft" or "dense".
         overwrite_input: rdfft backend only: transform x's own buffer in place (x then holds X).
             Only for an x that nothing reads afterwards; autograd raises if something saved it.
+        spectrum_cache: rdfft backend only: a :class:`SpectrumCache` shared by the layers that
+            read the same x, so X is computed and kept once.
 
     Returns:
         (..., q_out·p), x's dtype.
@@ -95,12 +103,76 @@ def block_circulant_matmul(
             "...jk,ijk->...ik", torch.fft.rfft(blocks), torch.fft.rfft(c.to(x.dtype))
         )
         return torch.fft.irfft(spectrum, n=p).reshape(*lead, q_out * p)
-    if overwrite_input and blocks.data_ptr() == x.data_ptr() and blocks.is_contiguous():
-        spectra = rdfft_(blocks)
-    else:
-        spectra = rdfft(blocks)
+    spectra = spectrum_cache.get(x, p) if spectrum_cache is not None else None
+    if spectra is None:
+        if overwrite_input and blocks.data_ptr() == x.data_ptr() and blocks.is_contiguous():
+            spectra = rdfft_(blocks)
+        else:
+            spectra = rdfft(blocks)
+            if spectrum_cache is not None:
+                spectrum_cache.put(x, p, spectra)
     z = hc_matmul(spectra, rdfft(c.to(x.dtype)))
     return irdfft_(z).reshape(*lead, q_out * p)
+
+
+class SpectrumCache:
+    """Shares ``X = rdfft(x)`` among the adapters that read the same input in one forward.
+
+    In a Llama block q_proj, k_proj and v_proj all read the normed hidden state; with adapters on
+    q_proj and v_proj each would clone and transform it, and autograd would keep two identical
+    halfcomplex spectra. Adapters holding the same cache look their input up here first: a hit
+    needs the very same tensor object (weakly referenced), unchanged since (``_version``), the
+    same block size and grad mode, and a spectrum autograd still holds (weakly referenced, so the
+    cache itself never keeps a spectrum alive). Gradients from every reader accumulate on the one
+    X, then flow through one inverse transform: exactly the gradient of separate spectra.
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple] = {}
+
+    # Entries are per forward pass: a copied or pickled model starts with an empty cache.
+    def __deepcopy__(self, memo: dict) -> SpectrumCache:
+        return SpectrumCache()
+
+    def __getstate__(self) -> dict:
+        return {}
+
+    def __setstate__(self, state: dict) -> None:
+        self._entries = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __repr__(self) -> str:
+        return f"SpectrumCache(entries={len(self._entries)})"
+
+    def get(self, x: torch.Tensor, block_size: int) -> torch.Tensor | None:
+        entry = self._entries.get(id(x))
+        if entry is None:
+            return None
+        x_ref, version, p, grad_mode, spectra_ref = entry
+        spectra = spectra_ref()
+        if (
+            x_ref() is not x
+            or x._version != version
+            or p != block_size
+            or grad_mode != torch.is_grad_enabled()
+            or spectra is None
+        ):
+            return None
+        return spectra
+
+    def put(self, x: torch.Tensor, block_size: int, spectra: torch.Tensor) -> None:
+        key = id(x)
+        entries = self._entries
+        x_ref = weakref.ref(x, lambda _, key=key: entries.pop(key, None))
+        entries[key] = (
+            x_ref,
+            x._version,
+            block_size,
+            torch.is_grad_enabled(),
+            weakref.ref(spectra),
+        )
 
 
 class BlockCirculantLinear(nn.Module):
@@ -174,6 +246,9 @@ class BCAdapter(nn.Module):
         overwrite_input: rdfft only: once the frozen path has consumed x, transform x's own
             buffer in place so X is the only cached activation. Only where nothing reads x
             afterwards (not for q_proj in a Llama block, whose input k_proj and v_proj read too).
+        spectrum_cache: rdfft only: a :class:`SpectrumCache` shared with the other adapters that
+            read the same input (``apply_bca`` shares one per parent module), so their common X
+            is transformed and saved once.
     """
 
     def __init__(
@@ -183,6 +258,7 @@ class BCAdapter(nn.Module):
         backend: str = "rdfft",
         lr_scale: float | None = None,
         overwrite_input: bool = False,
+        spectrum_cache: SpectrumCache | None = None,
     ) -> None:
         super().__init__()
         if not isinstance(base, nn.Linear):
@@ -193,6 +269,15 @@ class BCAdapter(nn.Module):
             raise ValueError(
                 f"overwrite_input: only the 'rdfft' backend can, got backend={backend!r}"
             )
+        if spectrum_cache is not None and backend != "rdfft":
+            raise ValueError(
+                f"spectrum_cache: only the 'rdfft' backend can share spectra, got backend={backend!r}"
+            )
+        if spectrum_cache is not None and not isinstance(spectrum_cache, SpectrumCache):
+            raise TypeError(
+                f"spectrum_cache: expected a SpectrumCache, got {type(spectrum_cache).__name__}"
+            )
+        self.spectrum_cache = spectrum_cache
         self.base = base
         for prm in base.parameters():
             prm.requires_grad_(False)
@@ -217,7 +302,9 @@ class BCAdapter(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.base(x)  # the frozen path consumes x first
-        return y + block_circulant_matmul(x, self.c, self.backend, self.overwrite_input)
+        return y + block_circulant_matmul(
+            x, self.c, self.backend, self.overwrite_input, self.spectrum_cache
+        )
 
     @torch.no_grad()
     def merge(self) -> torch.Tensor:
@@ -250,6 +337,7 @@ def apply_bca(
     backend: str = "rdfft",
     lr_scale: float | None = None,
     freeze_base: bool = True,
+    share_spectra: bool = True,
 ) -> nn.Module:
     """Swap every ``nn.Linear`` whose name ends in one of ``target_modules`` for a :class:`BCAdapter`.
 
@@ -264,6 +352,9 @@ def apply_bca(
         lr_scale: the adapters' learning-rate multiplier (default 1/p).
         freeze_base: set ``requires_grad=False`` on every parameter of the model first (so only
             the adapters train, as peft does).
+        share_spectra: rdfft backend: the adapters under one parent module (q_proj and v_proj of
+            one attention block read the same hidden state) share a :class:`SpectrumCache`, so
+            their common input spectrum X is computed and saved for backward once.
 
     Returns:
         ``model``.
@@ -292,10 +383,17 @@ def apply_bca(
     if freeze_base:
         for prm in model.parameters():
             prm.requires_grad_(False)
+    caches: dict[str, SpectrumCache] = {}
     for name, mod in matches:
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
-        setattr(parent, child, BCAdapter(mod, block_size, backend=backend, lr_scale=lr_scale))
+        cache = None
+        if share_spectra and backend == "rdfft":
+            cache = caches.setdefault(parent_name, SpectrumCache())
+        adapter = BCAdapter(
+            mod, block_size, backend=backend, lr_scale=lr_scale, spectrum_cache=cache
+        )
+        setattr(parent, child, adapter)
     return model
 
 
