@@ -1,20 +1,27 @@
 """The CPU Psumbook kernel (numba; the ``cpu`` extra): lookup table per input group, uint8 codes streamed.
 
 Layout (:class:`CpuLayout`, derived once from the stored format and cached by ``CodebookLinear``):
-codes uint8 ``[K/v, M, m]`` (the input-group index outermost, as AQLM's CPU kernel), scales
-float32 ``[K/g, M]``. The kernel:
+the output rows are cut into tiles of :data:`ROW_TILE` rows and each tile's codes are stored
+contiguously, uint8 ``[M/R, K/v, m, R]`` (tile, input group, codebook, row), so that a tile reads
+one sequential stream of bytes; scales float32 ``[M/R, K/g, R]``. M is padded to a whole tile
+with code 0 and scale 0 (those rows are computed and dropped). The kernel:
 
-1. builds the table ``T[j, k, c, n] = ⟨x[n, jv:(j+1)v], B_k[c]⟩`` with one torch GEMM
-   (``[N·K/v, v] × [v, m·C]``; ``m·C·N`` floats per input group, 2 KiB for m2v8 at N = 1);
-2. for each input group ``j`` (outer loop) and each output row of the thread's block (inner loop)
-   adds ``Σ_k T[j, k, codes[j, r, k], n]`` into a per-group partial sum, so that table row ``j``
-   stays in L1 while the codes stream past at one byte each;
+1. builds the table ``T[j, k, c, n] = ⟨x[n, jv:(j+1)v], B_k[c]⟩`` once per call with one torch
+   GEMM (``[N·K/v, v] × [v, m·C]``; ``m·C`` floats per input group and token: 2 KiB for m2v8);
+2. per tile and input group ``j`` adds ``Σ_k T[j, k, codes[b, j, k, r], n]`` into a per-group
+   partial sum for the tile's ``R`` rows: the table row (2 KiB) and the partial sums (1 KiB at
+   N = 1, 16 KiB at N = 16) stay in L1 while the codes stream past at one byte each;
 3. multiplies each partial by its scale once per (row, scale group, token).
 
-Accumulation is float32 (the table is float32). Threads: the row blocks are split over
-``numba.prange``; :func:`psumbook_cpu` runs under ``torch.get_num_threads()`` threads
-(``numba.set_num_threads`` inside a context, capped at numba's own pool size,
-``NUMBA_NUM_THREADS``) and restores numba's previous setting afterwards.
+At N = 1 the inner loop is one scalar table load per code (the ``R`` rows' codes of one codebook
+are adjacent, so the codes load as vectors); at N > 1 the table is laid out ``[J, m, C, w]`` for a
+compile-time token block ``w`` (:data:`TOKEN_BLOCKS`) so that one code fetches ``w`` contiguous
+table entries (one vector load for w = 16).
+
+Accumulation is float32 (the table is float32), compiled with ``fastmath``. Threads: one thread
+runs a serial build of the kernel (no parallel runtime); with ``torch.get_num_threads() > 1`` the
+tiles are split over ``numba.prange`` in a parallel build, under ``numba.set_num_threads`` (capped
+at ``NUMBA_NUM_THREADS``; numba's previous setting is restored afterwards).
 
 Importing this module does not import numba; :func:`numba_available` says whether it is installed.
 """
@@ -29,10 +36,12 @@ import importlib.util
 import numpy as np
 import torch
 
-__all__ = ["CpuLayout", "cpu_layout", "numba_available", "psumbook_cpu"]
+__all__ = ["ROW_TILE", "CpuLayout", "cpu_layout", "numba_available", "psumbook_cpu"]
 
-#: Output rows per parallel work item.
-ROW_BLOCK = 256
+#: Output rows per tile (the unit of the code layout and of the parallel split).
+ROW_TILE = 256
+#: Token widths the batched kernel is compiled for; larger N runs in chunks of the largest.
+TOKEN_BLOCKS = (2, 4, 8, 16)
 
 
 def numba_available() -> bool:
@@ -45,121 +54,147 @@ class CpuLayout:
     """The CPU kernel's copy of a codebook weight (derived from the stored format, never saved).
 
     Attributes:
-        codes: uint8 numpy ``[K/v, M, m]`` (C-contiguous).
+        codes: uint8 numpy ``[M_pad/R, K/v, m, R]`` (C-contiguous; R = :data:`ROW_TILE`).
         codebooks: float32 torch ``[m·C, v]``.
-        scales: float32 numpy ``[K/g, M]``.
+        scales: float32 numpy ``[M_pad/R, K/g, R]``.
         vectors_per_group: g / v.
+        rows: M (the rows past M in the last tile are padding).
     """
 
     codes: np.ndarray
     codebooks: torch.Tensor
     scales: np.ndarray
     vectors_per_group: int
+    rows: int
 
     @property
     def nbytes(self) -> int:
-        """Bytes the kernel reads per call besides x and y: codes, scales, codebooks."""
-        return self.codes.nbytes + self.scales.nbytes + self.codebooks.numel() * 4
+        """Bytes of weight the kernel reads per call (codes, scales, codebooks; padding excluded)."""
+        _, num_vectors, m, _ = self.codes.shape
+        groups = self.scales.shape[1]
+        return self.rows * (num_vectors * m + groups * 4) + self.codebooks.numel() * 4
 
 
 def cpu_layout(codes: torch.Tensor, codebooks: torch.Tensor, scales: torch.Tensor) -> CpuLayout:
     """Derive the :class:`CpuLayout` of (codes ``[M, K/v, m]``, codebooks ``[m, C, v]``, scales ``[M, K/g]``)."""
-    _, num_vectors, m = codes.shape
+    rows, num_vectors, m = codes.shape
     _, size, v = codebooks.shape
     groups = scales.shape[1]
+    tiles = -(-rows // ROW_TILE)
+    pad = tiles * ROW_TILE - rows
+    c = torch.nn.functional.pad(codes.detach().cpu().to(torch.uint8), (0, 0, 0, 0, 0, pad))
+    s = torch.nn.functional.pad(scales.detach().cpu().float(), (0, 0, 0, pad))
     return CpuLayout(
-        codes=np.ascontiguousarray(codes.detach().cpu().permute(1, 0, 2).numpy()),
+        # [tiles, R, J, m] -> [tiles, J, m, R]
+        codes=np.ascontiguousarray(
+            c.view(tiles, ROW_TILE, num_vectors, m).permute(0, 2, 3, 1).numpy()
+        ),
         codebooks=codebooks.detach().cpu().float().reshape(m * size, v).contiguous(),
-        scales=np.ascontiguousarray(scales.detach().cpu().float().t().numpy()),
+        scales=np.ascontiguousarray(s.view(tiles, ROW_TILE, groups).permute(0, 2, 1).numpy()),
         vectors_per_group=num_vectors // groups,
+        rows=rows,
     )
 
 
-@functools.cache
-def _kernels():
+def _gemv_source():
     import numba
 
-    @numba.njit(parallel=True, cache=True, nogil=True)
+    R = ROW_TILE
+
     def gemv(lut, codes, scales, per_group, out):  # pragma: no cover - compiled
-        # lut [J, m, C]; codes [J, M, m]; scales [G, M]; out [M]
-        _, rows, m = codes.shape
-        groups = scales.shape[0]
-        blocks = (rows + ROW_BLOCK - 1) // ROW_BLOCK
-        for b in numba.prange(blocks):
-            r0 = b * ROW_BLOCK
-            r1 = min(rows, r0 + ROW_BLOCK)
-            acc = np.zeros(r1 - r0, np.float32)
-            part = np.empty(r1 - r0, np.float32)
+        # lut [J, m, C]; codes [T, J, m, R]; scales [T, G, R]; out [T·R]
+        tiles, _, m, _ = codes.shape
+        groups = scales.shape[1]
+        for b in numba.prange(tiles):
+            cb = codes[b]
+            sb = scales[b]
+            acc = np.zeros(R, np.float32)
+            part = np.empty(R, np.float32)
             for gi in range(groups):
                 part[:] = 0
                 for j in range(gi * per_group, (gi + 1) * per_group):
-                    table = lut[j]
-                    block = codes[j]
                     if m == 1:
-                        for r in range(r0, r1):
-                            part[r - r0] += table[0, block[r, 0]]
+                        t0 = lut[j, 0]
+                        c0 = cb[j, 0]
+                        for r in range(R):
+                            part[r] += t0[c0[r]]
                     elif m == 2:
-                        for r in range(r0, r1):
-                            part[r - r0] += table[0, block[r, 0]] + table[1, block[r, 1]]
+                        t0 = lut[j, 0]
+                        t1 = lut[j, 1]
+                        c0 = cb[j, 0]
+                        c1 = cb[j, 1]
+                        for r in range(R):
+                            part[r] += t0[c0[r]] + t1[c1[r]]
                     else:
-                        for r in range(r0, r1):
-                            s = np.float32(0)
-                            for k in range(m):
-                                s += table[k, block[r, k]]
-                            part[r - r0] += s
-                for r in range(r0, r1):
-                    acc[r - r0] += part[r - r0] * scales[gi, r]
-            out[r0:r1] = acc
+                        for k in range(m):
+                            tk = lut[j, k]
+                            ck = cb[j, k]
+                            for r in range(R):
+                                part[r] += tk[ck[r]]
+                s = sb[gi]
+                for r in range(R):
+                    acc[r] += part[r] * s[r]
+            out[b * R : (b + 1) * R] = acc
 
-    return numba, gemv
-
-
-#: Token widths the batched kernel is compiled for; larger N runs in chunks of the largest.
-TOKEN_BLOCKS = (2, 4, 8, 16)
+    return gemv
 
 
-@functools.cache
-def _gemm(width: int):
-    """The batched kernel for a compile-time token width (so its inner loop is unrolled)."""
+def _gemm_source(width: int):
     import numba
 
-    @numba.njit(parallel=True, cache=True, nogil=True)
+    R = ROW_TILE
+    W = width
+
     def gemm(lut, codes, scales, per_group, out):  # pragma: no cover - compiled
-        # lut [J, m, C, width]; codes [J, M, m]; scales [G, M]; out [M, width]
-        _, rows, m = codes.shape
-        groups = scales.shape[0]
-        blocks = (rows + ROW_BLOCK - 1) // ROW_BLOCK
-        for b in numba.prange(blocks):
-            r0 = b * ROW_BLOCK
-            r1 = min(rows, r0 + ROW_BLOCK)
-            acc = np.zeros((r1 - r0, width), np.float32)
-            part = np.empty((r1 - r0, width), np.float32)
+        # lut [J, m, C, W]; codes [T, J, m, R]; scales [T, G, R]; out [T·R, W]
+        tiles, _, m, _ = codes.shape
+        groups = scales.shape[1]
+        for b in numba.prange(tiles):
+            cb = codes[b]
+            sb = scales[b]
+            acc = np.zeros((R, W), np.float32)
+            part = np.empty((R, W), np.float32)
             for gi in range(groups):
                 part[:] = 0
                 for j in range(gi * per_group, (gi + 1) * per_group):
-                    table = lut[j]
-                    block = codes[j]
-                    for r in range(r0, r1):
-                        for k in range(m):
-                            c = block[r, k]
-                            for t in range(width):
-                                part[r - r0, t] += table[k, c, t]
-                for r in range(r0, r1):
-                    s = scales[gi, r]
-                    for t in range(width):
-                        acc[r - r0, t] += part[r - r0, t] * s
-            out[r0:r1] = acc
+                    for k in range(m):
+                        tk = lut[j, k]
+                        ck = cb[j, k]
+                        for r in range(R):
+                            row = tk[ck[r]]
+                            for t in range(W):
+                                part[r, t] += row[t]
+                s = sb[gi]
+                for r in range(R):
+                    for t in range(W):
+                        acc[r, t] += part[r, t] * s[r]
+            out[b * R : (b + 1) * R] = acc
 
     return gemm
 
 
+@functools.cache
+def _compiled(width: int, parallel: bool):
+    """The kernel for a token width (1: the GEMV) and a build (serial or ``prange``-parallel)."""
+    import numba
+
+    source = _gemv_source() if width == 1 else _gemm_source(width)
+    return numba.njit(parallel=parallel, fastmath=True, cache=True, nogil=True)(source)
+
+
 @contextlib.contextmanager
-def _threads(numba):
+def _threads():
+    """Yields whether to run the parallel build; sets numba's thread count to torch's meanwhile."""
+    import numba
+
     want = max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS))
+    if want == 1:
+        yield False
+        return
     old = numba.get_num_threads()
     numba.set_num_threads(want)
     try:
-        yield
+        yield True
     finally:
         numba.set_num_threads(old)
 
@@ -183,38 +218,36 @@ def psumbook_cpu(
         ...     ref = codegemm.codebook_matmul(x, codes, books, scales, backend="reference")
         ...     assert float((y - ref).norm() / ref.norm()) < 1e-5
     """
-    numba, gemv = _kernels()
     n, k = x.shape
-    num_vectors, rows, m = layout.codes.shape
+    tiles, num_vectors, m, _ = layout.codes.shape
+    rows = layout.rows
     v = k // num_vectors
     x = x.detach().to(torch.float32)
-    # [N·K/v, v] @ [v, m·C] -> [N, K/v, m, C]
-    lut = (x.reshape(n * num_vectors, v) @ layout.codebooks.t()).view(
-        n, num_vectors, m, codebook_size
-    )
     if out is None:
         out = torch.empty(n, rows, dtype=torch.float32)
     elif out.shape != (n, rows) or out.dtype != torch.float32 or not out.is_contiguous():
         raise ValueError(
             f"out: expected contiguous float32 {(n, rows)}, got {out.dtype} {tuple(out.shape)}"
         )
-    with _threads(numba):
+    # [N·K/v, v] @ [v, m·C] -> [N, K/v, m, C]
+    lut = (x.reshape(n * num_vectors, v) @ layout.codebooks.t()).view(
+        n, num_vectors, m, codebook_size
+    )
+    with _threads() as parallel:
         if n == 1:
-            gemv(
-                lut[0].numpy(),
-                layout.codes,
-                layout.scales,
-                layout.vectors_per_group,
-                out[0].numpy(),
+            res = np.full(tiles * ROW_TILE, np.nan, np.float32)
+            _compiled(1, parallel)(
+                lut[0].numpy(), layout.codes, layout.scales, layout.vectors_per_group, res
             )
+            out[0] = torch.from_numpy(res[:rows])
             return out
         width = next((w for w in TOKEN_BLOCKS if w >= n), TOKEN_BLOCKS[-1])
-        gemm = _gemm(width)
+        gemm = _compiled(width, parallel)
         for n0 in range(0, n, width):
             n1 = min(n, n0 + width)
             chunk = np.zeros((num_vectors, m, codebook_size, width), np.float32)
             chunk[..., : n1 - n0] = lut[n0:n1].permute(1, 2, 3, 0).numpy()
-            res = np.full((rows, width), np.nan, np.float32)
+            res = np.full((tiles * ROW_TILE, width), np.nan, np.float32)
             gemm(chunk, layout.codes, layout.scales, layout.vectors_per_group, res)
-            out[n0:n1] = torch.from_numpy(res[:, : n1 - n0].T)
+            out[n0:n1] = torch.from_numpy(res[:rows, : n1 - n0].T)
     return out

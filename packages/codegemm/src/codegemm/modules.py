@@ -193,8 +193,8 @@ class CodebookLinear(nn.Module):
         return self._plan
 
     def cpu_layout(self):
-        """The numba kernel's :class:`~codegemm.cpu.CpuLayout` (uint8 codes ``[K/v, M, m]``, float32
-        scales ``[K/g, M]``), derived from the buffers and rebuilt only when one of them changes;
+        """The numba kernel's :class:`~codegemm.cpu.CpuLayout` (uint8 codes ``[M/R, K/v, m, R]``, float32
+        scales ``[M/R, K/g, R]``, row tiles of R = 256), derived from the buffers and rebuilt only when one of them changes;
         never part of the state dict."""
         from .cpu import cpu_layout
 
