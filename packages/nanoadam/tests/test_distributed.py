@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import torch
-
 from nanoadam import NanoAdam, param_groups
+
 from neurips25_core.distributed import run_distributed
 from neurips25_core.testing import assert_close, randn
 
@@ -21,8 +21,16 @@ def _data():
 
 
 def _opt(model):
-    return NanoAdam(param_groups(model, exclude=("2.",)), lr=1e-2, density=0.1, final_density=0.05,
-                    total_steps=STEPS, mask_interval=4, density_interval=5, chunk_size=64)
+    return NanoAdam(
+        param_groups(model, exclude=("2.",)),
+        lr=1e-2,
+        density=0.1,
+        final_density=0.05,
+        total_steps=STEPS,
+        mask_interval=4,
+        density_interval=5,
+        chunk_size=64,
+    )
 
 
 def _train(model, opt, xs, ys):
@@ -41,7 +49,10 @@ def _ddp_rank(rank, world):
     xs, ys = _data()
     per = xs.shape[1] // world
     sl = slice(rank * per, (rank + 1) * per)
-    return {k.removeprefix("module."): v for k, v in _train(ddp, _opt(model), xs[:, sl], ys[:, sl]).items()}
+    return {
+        k.removeprefix("module."): v
+        for k, v in _train(ddp, _opt(model), xs[:, sl], ys[:, sl]).items()
+    }
 
 
 def test_ddp_equals_single_process():

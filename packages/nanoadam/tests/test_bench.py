@@ -1,0 +1,40 @@
+"""The benchmark suite is declared in every mode, and its task code does what it says."""
+
+from __future__ import annotations
+
+import torch
+from nanoadam.bench import SUITE
+from nanoadam.tasks import TASK1, TASK2, PackageSnippets, teacher_student
+
+
+def test_suite_cases():
+    names = {c.name for c in SUITE.cases}
+    assert SUITE.name == "nanoadam"
+    assert names == {"teacher_student", "forgetting", "step_time"}
+    for mode in ("smoke", "quick", "full"):
+        assert {c.name for c in SUITE.cases_for(mode)} == names, mode
+
+
+def test_teacher_student_masks_and_shift():
+    r = teacher_student(0, 200, 200)
+    for crit in ("small_weight", "large_grad"):
+        assert r[crit]["l2_shift"] > 0
+        assert r[crit]["test_loss"] >= 0
+        assert r[crit]["pre_test_loss"] == r["small_weight"]["pre_test_loss"]
+    assert teacher_student(0, 200, 200) == r  # seeded: the same numbers every run
+    # mask_interval is honoured: re-selecting every step is a different run than m = 100
+    r1 = teacher_student(0, 200, 200, mask_interval=1)
+    assert r1 != r
+
+
+def test_package_snippets_disjoint_files_and_labels():
+    assert not set(TASK1) & set(TASK2)
+    data = PackageSnippets(TASK1, 64)
+    x, y = data.batch("train", 32, seed=0)
+    assert x.shape == (32, 64) and x.dtype == torch.int64 and int(x.max()) < 256
+    assert set(y.tolist()) <= set(range(len(TASK1)))
+    x2, y2 = data.batch("train", 32, seed=0)
+    assert torch.equal(x, x2) and torch.equal(y, y2)
+    # train and test text come from different files
+    for tr, te in zip(data.data["train"], data.data["test"]):
+        assert tr.tobytes()[:4096] != te.tobytes()[:4096]
