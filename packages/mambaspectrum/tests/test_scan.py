@@ -76,3 +76,43 @@ def test_bad_shapes_are_refused():
         selective_scan(u, delta, A, B, C, backend="cuda")
     with pytest.raises(TypeError, match="u"):
         selective_scan(u.long(), delta, A, B, C)
+
+
+@pytest.mark.parametrize(
+    ("length", "groups", "with_h0"), [(21, 1, False), (21, 2, True), (8, 1, True)]
+)
+def test_mamba2_reference_matches_hf_chunk_scan(length, groups, with_h0):
+    """The float64 Mamba-2 reference against transformers' torch SSD scan (`mamba2_chunk_scan`,
+    which computes in float32: fp32 tolerance), ragged L vs chunk_size 8, grouped B/C, h0."""
+    from mambaspectrum.reference import mamba2_scan_ref
+    from transformers.models.mamba2.modeling_mamba2 import mamba2_chunk_scan
+
+    batch, heads, p, n = 2, 4, 3, 5
+    x = randn(batch, length, heads, p, seed=0, dtype=torch.float64)
+    dt_raw = randn(batch, length, heads, seed=1, dtype=torch.float64)
+    dt_bias = randn(heads, seed=2, dtype=torch.float64)
+    A = -torch.exp(randn(heads, seed=3, dtype=torch.float64))
+    B = randn(batch, length, groups, n, seed=4, dtype=torch.float64)
+    C = randn(batch, length, groups, n, seed=5, dtype=torch.float64)
+    D = randn(heads, seed=6, dtype=torch.float64)
+    h0 = randn(batch, heads, p, n, seed=7, dtype=torch.float64) if with_h0 else None
+    limit = (0.0, float("inf"))
+    y_hf, h_hf = mamba2_chunk_scan(
+        x,
+        dt_raw,
+        A,
+        B,
+        C,
+        chunk_size=8,
+        D=D,
+        dt_bias=dt_bias,
+        initial_states=h0,
+        dt_softplus=True,
+        dt_limit=limit,
+        return_final_states=True,
+    )
+    dt = F.softplus(dt_raw + dt_bias)
+    y, h = mamba2_scan_ref(x, dt, A, B, C, D=D, h0=h0, return_last_state=True)
+    assert y.dtype == torch.float64
+    assert_close(y_hf.double(), y, rtol=1e-5)
+    assert_close(h_hf.double(), h, rtol=1e-5)

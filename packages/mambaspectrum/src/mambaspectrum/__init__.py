@@ -7,7 +7,7 @@ variant, SPSA calibration, and a chunked selective scan for long CPU forwards.
 
 from . import eval
 from .calibrate import Calibration, calibrate_spsa, spsa
-from .reference import scaled_a_log, selective_scan_ref, state_bound
+from .reference import mamba2_scan_ref, scaled_a_log, selective_scan_ref, state_bound
 from .scaler import Scaler, patch_fast_forward, spectrum, state_norms, unpatch_fast_forward
 from .scan import selective_scan, selective_scan_chunked
 
@@ -16,6 +16,7 @@ __all__ = [
     "Scaler",
     "calibrate_spsa",
     "eval",
+    "mamba2_scan_ref",
     "patch_fast_forward",
     "scaled_a_log",
     "selective_scan",

@@ -60,6 +60,42 @@ def selective_scan_ref(u, delta, A, B, C, D=None, z=None, h0=None, return_last_s
     return (y, h) if return_last_state else y
 
 
+def mamba2_scan_ref(x, dt, A, B, C, D=None, h0=None, return_last_state=False):
+    """The Mamba-2 (SSD) scan in float64 through :func:`selective_scan_ref`.
+
+    Mamba-2 is the Mamba-1 recurrence with one scalar ``A`` and one ``delta`` per head, shared by
+    the head's ``P`` channels, and ``B``/``C`` shared by the heads of a group. Shapes as in
+    transformers: x (batch, L, heads, P); dt (batch, L, heads), positive (softplus, clamp and any
+    scaling already applied); A (heads,), negative; B, C (batch, L, groups, N); D (heads,);
+    h0 (batch, heads, P, N). Returns y (batch, L, heads, P) (and the last state, float64).
+
+    Example:
+        >>> x = torch.ones(1, 3, 2, 1)
+        >>> dt = torch.full((1, 3, 2), 0.5)
+        >>> B = C = torch.ones(1, 3, 1, 1)
+        >>> mamba2_scan_ref(x, dt, -torch.ones(2), B, C)[0, :, 0, 0]
+        tensor([0.5000, 0.8033, 0.9872])
+    """
+    batch, length, heads, p = x.shape
+    groups, n = B.shape[2], B.shape[3]
+    per = heads // groups
+    ys, states = [], []
+    for g in range(groups):
+        hs = slice(g * per, (g + 1) * per)
+        u = x[:, :, hs].permute(0, 2, 3, 1).reshape(batch, per * p, length)
+        delta = dt[:, :, hs, None].expand(-1, -1, -1, p).permute(0, 2, 3, 1).reshape(u.shape)
+        a = A[hs, None, None].expand(per, p, n).reshape(per * p, n)
+        b = B[:, :, g].transpose(1, 2)
+        c = C[:, :, g].transpose(1, 2)
+        dd = None if D is None else D[hs, None].expand(per, p).reshape(-1)
+        init = None if h0 is None else h0[:, hs].reshape(batch, per * p, n)
+        y, h = selective_scan_ref(u, delta, a, b, c, dd, None, init, return_last_state=True)
+        ys.append(y.reshape(batch, per, p, length).permute(0, 3, 1, 2))
+        states.append(h.reshape(batch, per, p, n))
+    y = torch.cat(ys, dim=2)
+    return (y, torch.cat(states, dim=1)) if return_last_state else y
+
+
 def scaled_a_log(a_log: torch.Tensor, scale, mode: str) -> torch.Tensor:
     """The new ``A_log`` under one of the official rules (``a = exp(A_log)``, ``A = -a``).
 
