@@ -9,11 +9,17 @@ State of a sparse parameter (``optimizer.state[p]``):
 
 The step counter and current density live in the param group (``group["step"]``,
 ``group["current_density"]``), so ``state_dict()`` carries I, ages and the step.
+
+FSDP2 (``fully_shard``): parameters are DTensors sharded ``Shard(0)``; every rank selects and
+updates on its local shard (``to_local()``), so I, m, v and ages are local. This equals the
+unsharded optimizer exactly when every shard boundary is a chunk boundary (each shard holds a
+multiple of ``chunk_size`` entries); otherwise the constructor raises ``ValueError``.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterable
 
 import torch
@@ -34,6 +40,46 @@ def _check_interval(name: str, value) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name}: expected None or an int >= 1, got {value!r}")
     return value
+
+
+def _dtensor_type():
+    """``DTensor`` if ``torch.distributed.tensor`` is loaded (else no tensor can be one)."""
+    mod = sys.modules.get("torch.distributed.tensor")
+    return None if mod is None else mod.DTensor
+
+
+def _local(t: torch.Tensor) -> torch.Tensor:
+    """The local shard of a DTensor (FSDP2 parameter or gradient), else ``t`` itself."""
+    dt = _dtensor_type()
+    if dt is not None and isinstance(t, dt):
+        return t.to_local()
+    return t
+
+
+def _check_sharding(p: torch.Tensor, chunk_size: int | None) -> None:
+    """Refuse a DTensor whose local shards would cut a selection chunk (see module docstring)."""
+    dt = _dtensor_type()
+    if dt is None or not isinstance(p, dt):
+        return
+    placements = tuple(p.placements)
+    if all(pl.is_replicate() for pl in placements):
+        return
+    if len(placements) != 1 or not (placements[0].is_shard() and placements[0].dim == 0):
+        raise ValueError(
+            f"params: expected DTensor parameters sharded as (Shard(0),) (FSDP2), got {placements}"
+        )
+    world = p.device_mesh.size()
+    rows = p.shape[0]
+    per = -(-rows // world)  # torch.chunk sizes: ceil(rows / world) rows per rank
+    if per >= rows:
+        return  # one rank holds the whole tensor
+    shard = per * (p.numel() // rows)
+    if chunk_size is None or shard % chunk_size:
+        raise ValueError(
+            f"chunk_size: a {tuple(p.shape)} parameter sharded over {world} ranks has "
+            f"{shard}-entry shards, not a multiple of chunk_size={chunk_size}; per-shard "
+            "selection would differ from the unsharded one (pick a chunk_size dividing it)"
+        )
 
 
 def select_indices(key: torch.Tensor, density: float, chunk_size: int | None) -> torch.Tensor:
@@ -180,6 +226,7 @@ class NanoAdam(torch.optim.Optimizer):
             for p in group["params"]:
                 if p.is_sparse:
                     raise TypeError("params: sparse (torch.sparse) parameters are not supported")
+                _check_sharding(p, group["chunk_size"])
                 if (
                     group["chunk_size"] is not None
                     and index_dtype == torch.int16
@@ -216,25 +263,28 @@ class NanoAdam(torch.optim.Optimizer):
         else:
             state["idx"] = idx.to(self.index_dtype)
 
-    def _key(self, p: torch.Tensor, group: dict, pi: int) -> torch.Tensor:
+    def _key(self, p: torch.Tensor, grad, group: dict, pi: int) -> torch.Tensor:
+        """The selection key of ``p`` (local tensors: the caller unwraps DTensors)."""
         crit = group["criterion"]
         if crit == "small_weight":
             return p.detach().abs()
         if crit == "large_weight":
             return -p.detach().abs()
         if crit == "large_grad":
-            if p.grad is None:
+            if grad is None:
                 raise ValueError(
                     "criterion: 'large_grad' needs gradients at refresh; got grad=None"
                 )
-            return -p.grad.detach().abs()
+            return -grad.detach().abs()
         gen = torch.Generator().manual_seed(self.seed * 1_000_003 + group["step"] * 7919 + pi)
         return torch.rand(p.shape, generator=gen, dtype=torch.float32).to(p.device)
 
-    def _refresh_param(self, p: torch.Tensor, group: dict, pi: int, density: float) -> None:
+    def _refresh_param(self, param: torch.Tensor, group: dict, pi: int, density: float) -> None:
         c = group["chunk_size"]
-        new = select_indices(self._key(p, group, pi), density, c)
-        state = self.state[p]
+        state = self.state[param]
+        p = _local(param)
+        grad = None if param.grad is None else _local(param.grad)
+        new = select_indices(self._key(p, grad, group, pi), density, c)
         sdt = torch.promote_types(self.state_dtype, p.dtype)
         if "idx" not in state:
             m = torch.zeros(new.numel(), dtype=sdt, device=p.device)
@@ -255,10 +305,10 @@ class NanoAdam(torch.optim.Optimizer):
                 m[:n], v[:n], age[:n] = om[:n], ov[:n], oa[:n]
         self._store_idx(state, new, c)
         state["exp_avg"], state["exp_avg_sq"], state["age"] = m, v, age
-        touched = self._touched.get(p)
+        touched = self._touched.get(param)
         if touched is None:
             touched = torch.zeros(p.numel(), dtype=torch.bool, device=p.device)
-            self._touched[p] = touched
+            self._touched[param] = touched
         touched[new] = True
 
     @torch.no_grad()
@@ -315,8 +365,8 @@ class NanoAdam(torch.optim.Optimizer):
         idx = self._global_idx(state, group["chunk_size"])
         b1, b2 = group["betas"]
         sparse_adam_step(
-            p,
-            p.grad,
+            _local(p),
+            _local(p.grad),
             idx,
             state["exp_avg"],
             state["exp_avg_sq"],
@@ -328,8 +378,9 @@ class NanoAdam(torch.optim.Optimizer):
             weight_decay=group["weight_decay"],
         )
 
-    def _dense_update(self, p: torch.Tensor, group: dict) -> None:
-        state = self.state[p]
+    def _dense_update(self, param: torch.Tensor, group: dict) -> None:
+        state = self.state[param]
+        p, grad = _local(param), _local(param.grad)
         if "exp_avg" not in state:
             sdt = torch.promote_types(self.state_dtype, p.dtype)
             state["exp_avg"] = torch.zeros(p.shape, dtype=sdt, device=p.device)
@@ -338,7 +389,7 @@ class NanoAdam(torch.optim.Optimizer):
         b1, b2 = group["betas"]
         state["dense_step"] += 1
         t = state["dense_step"]
-        g = p.grad.to(state["exp_avg"].dtype)
+        g = grad.to(state["exp_avg"].dtype)
         w = p.detach().to(g.dtype)
         w.mul_(1 - group["lr"] * group["weight_decay"])
         state["exp_avg"].lerp_(g, 1 - b1)
@@ -349,16 +400,20 @@ class NanoAdam(torch.optim.Optimizer):
 
     # --------------------------------------------------------------- inspection
     def mask(self, p: torch.Tensor) -> torch.Tensor:
-        """The current selection of ``p`` as a bool tensor like ``p`` (all True for dense groups)."""
+        """The current selection of ``p`` as a bool tensor like ``p`` (all True for dense groups).
+
+        For an FSDP2 (DTensor) parameter, the mask of this rank's local shard.
+        """
         state = self.state.get(p, {})
         for group in self.param_groups:
             if any(q is p for q in group["params"]):
+                local = _local(p)
                 if not group["sparse"]:
-                    return torch.ones_like(p, dtype=torch.bool)
-                out = torch.zeros(p.numel(), dtype=torch.bool, device=p.device)
+                    return torch.ones_like(local, dtype=torch.bool)
+                out = torch.zeros(local.numel(), dtype=torch.bool, device=p.device)
                 if "idx" in state:
                     out[self._global_idx(state, group["chunk_size"])] = True
-                return out.view(p.shape)
+                return out.view(local.shape)
         raise ValueError("p: not a parameter of this optimizer")
 
     def state_bytes(self) -> int:
@@ -372,7 +427,7 @@ class NanoAdam(torch.optim.Optimizer):
 
     def touched_fraction(self) -> float:
         """Fraction of sparse-group entries that were ever selected."""
-        n = sum(p.numel() for g in self.param_groups if g["sparse"] for p in g["params"])
+        n = sum(_local(p).numel() for g in self.param_groups if g["sparse"] for p in g["params"])
         hit = sum(int(t.sum()) for t in self._touched.values())
         return hit / max(n, 1)
 
@@ -419,14 +474,14 @@ class NanoAdam(torch.optim.Optimizer):
                             f"state_dict: param {pid} idx dtype {st['idx'].dtype}, expected {self.index_dtype}"
                         )
                     hi = int(st["idx"].max()) if n and st["idx"].dtype != torch.int16 else -1
-                    if hi >= p.numel():
+                    if hi >= _local(p).numel():
                         raise ValueError(
-                            f"state_dict: param {pid} index {hi} out of range for {p.numel()} entries"
+                            f"state_dict: param {pid} index {hi} out of range for {_local(p).numel()} entries"
                         )
                 else:
-                    if tuple(st["exp_avg"].shape) != tuple(p.shape):
+                    if tuple(st["exp_avg"].shape) != tuple(_local(p).shape):
                         raise ValueError(
-                            f"state_dict: dense param {pid} state shape {tuple(st['exp_avg'].shape)}, expected {tuple(p.shape)}"
+                            f"state_dict: dense param {pid} state shape {tuple(st['exp_avg'].shape)}, expected {tuple(_local(p).shape)}"
                         )
         super().load_state_dict(state_dict)
         for group in self.param_groups:
@@ -442,6 +497,6 @@ class NanoAdam(torch.optim.Optimizer):
                         st["exp_avg_sq"] = st["exp_avg_sq"].to(sdt)
                         if "chunk_of" in st:
                             st["chunk_of"] = st["chunk_of"].to(torch.int32)
-                        t = torch.zeros(p.numel(), dtype=torch.bool, device=p.device)
+                        t = torch.zeros(_local(p).numel(), dtype=torch.bool, device=p.device)
                         t[self._global_idx(st, group["chunk_size"])] = True
                         self._touched[p] = t
