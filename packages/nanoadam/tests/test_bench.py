@@ -38,3 +38,31 @@ def test_package_snippets_disjoint_files_and_labels():
     # train and test text come from different files
     for tr, te in zip(data.data["train"], data.data["test"]):
         assert tr.tobytes()[:4096] != te.tobytes()[:4096]
+
+
+def test_gpu_script_toy(tmp_path):
+    """``benchmarks/gpu.py --toy``: correctness rows pass, then every speed row is timed."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu.py"
+    out = tmp_path / "gpu.json"
+    env = {**os.environ, "TRITON_INTERPRET": os.environ.get("TRITON_INTERPRET", "1")}
+    proc = subprocess.run(
+        [sys.executable, str(script), "--toy", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert result["correctness"] and all(r["ok"] for r in result["correctness"])
+    assert any("triton_vs_ref" in r for r in result["correctness"])
+    assert len(result["speed"]) == 4
+    for row in result["speed"]:
+        assert row["triton_ms"] > 0 and row["adamw_fused_ms"] > 0
+        assert row["state_bytes"] < row["adamw_state_bytes"]
