@@ -109,3 +109,42 @@ def test_lr_scheduler_works():
         opt.step()
         sched.step()
     assert opt.param_groups[0]["lr"] == pytest.approx(1e-2 / 8)
+
+
+@pytest.mark.slow
+def test_hf_trainer_optimizers_argument(tmp_path):
+    """``transformers.Trainer(optimizers=(NanoAdam(...), None))`` trains with its own scheduler."""
+    pytest.importorskip("accelerate", reason="transformers.Trainer needs accelerate")
+    from transformers import Trainer, TrainingArguments
+
+    from neurips25_core.models import tiny_llama, tiny_llama_config
+
+    model = tiny_llama(tiny_llama_config(hidden_size=32, num_layers=1, num_heads=2), seed=0)
+    opt = NanoAdam(param_groups(model), lr=1e-2, density=0.1, mask_interval=3)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    gen = torch.Generator().manual_seed(0)
+    rows = [{"input_ids": torch.randint(0, 256, (16,), generator=gen)} for _ in range(12)]
+    for r in rows:
+        r["labels"] = r["input_ids"].clone()
+    args = TrainingArguments(
+        output_dir=str(tmp_path),
+        max_steps=6,
+        per_device_train_batch_size=2,
+        learning_rate=1e-2,
+        report_to=[],
+        use_cpu=True,
+        save_strategy="no",
+        logging_strategy="no",
+        dataloader_num_workers=0,
+    )
+    Trainer(model=model, args=args, train_dataset=rows, optimizers=(opt, None)).train()
+    assert opt.param_groups[0]["step"] == 6
+    assert opt.param_groups[0]["lr"] < 1e-2  # the Trainer's linear schedule drove our groups
+    q = model.model.layers[0].self_attn.q_proj.weight
+    name = next(n for n, p in model.named_parameters() if p is q)
+    moved = q.detach() != before[name]
+    assert moved.any()
+    # entries never selected by any refresh stayed bit-identical
+    ever = opt._touched[q].view_as(q)
+    assert not (moved & ~ever).any()
+    assert 0 < opt.touched_fraction() < 0.5
