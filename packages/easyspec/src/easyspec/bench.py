@@ -93,11 +93,15 @@ def acceptance(ctx: Context) -> None:
         gamma = 4
         prompts = _prompts(corpus, n_prompts, 32)
         vanilla = [autoregressive_generate(base, p, max_new_tokens=new) for p in prompts]
+        for temp in temps:  # vanilla decoding: one base forward per token (prefill included)
+            kw = dict(method="vanilla", T=temp, gamma=gamma, prompts=n_prompts, new_tokens=new)
+            ctx.record("accepted_length", 1.0, "tokens/iter", lower_is_better=False, **kw)
+            ctx.record("base_forwards", float(new), "per prompt", **kw)
         results = {}
         for temp in temps:
             for n in sizes:
                 for calib in [True] if n == 1 else [True, False]:
-                    acc, lens, stages, fwd, same = 0.0, 0.0, 0, 0, True
+                    acc, lens, stages, fwd, same, base_fwd = 0.0, 0.0, 0, 0, True, 0
                     for i, p in enumerate(prompts):
                         d = FuzzyDraft(draft, group_size=n, backend="stacked")
                         gen = torch.Generator().manual_seed(i)
@@ -117,6 +121,7 @@ def acceptance(ctx: Context) -> None:
                         lens += st.mean_accepted_length / len(prompts)
                         stages += st.draft_stages
                         fwd += st.draft_forwards
+                        base_fwd += st.base_forwards
                     if temp == 0 and not same:
                         raise AssertionError(f"N={n} calibrate={calib}: output differs from greedy")
                     row = (
@@ -138,10 +143,14 @@ def acceptance(ctx: Context) -> None:
                     )
                     ctx.record("accepted_length", lens, "tokens/iter", lower_is_better=False, **kw)
                     ctx.record("draft_stages_per_forward", stages / max(1, fwd), "stages", **kw)
+                    ctx.record("base_forwards", base_fwd / n_prompts, "per prompt", **kw)
+                    ctx.record("draft_forwards", fwd / n_prompts, "per prompt", **kw)
                     if temp == 0:
                         ctx.record(
                             "lossless_vs_vanilla", float(same), "bool", lower_is_better=False, **kw
                         )
+        for temp in temps:
+            _assisted_rows(ctx, base, draft, prompts, vanilla, temp, gamma, new)
         # Table 4 analogue: cosine of draft hidden states at layers l and l + k (per token).
         ids = prompts[0]
         hs = draft(ids, output_hidden_states=True).hidden_states[1:]  # after each layer
@@ -152,6 +161,45 @@ def acceptance(ctx: Context) -> None:
                     for i in range(len(hs) - k)
                 ]
                 ctx.record("hidden_cosine", sum(cos) / len(cos), "cos", lower_is_better=False, k=k)
+
+
+def _assisted_rows(ctx, base, draft, prompts, vanilla, temp, gamma, new) -> None:
+    """transformers' assisted generation (the peer) with the same draft and a constant gamma:
+    base forwards counted with a hook, accepted length = new tokens / verification forwards."""
+    calls = [0]
+
+    def hook(*_):
+        calls[0] += 1
+
+    draft.generation_config.num_assistant_tokens = gamma
+    draft.generation_config.num_assistant_tokens_schedule = "constant"
+    handle = base.register_forward_hook(hook)
+    try:
+        lens, same = 0.0, True
+        for i, p in enumerate(prompts):
+            calls[0] = 0
+            torch.manual_seed(i)
+            kw = dict(do_sample=True, temperature=temp) if temp > 0 else dict(do_sample=False)
+            out = base.generate(
+                p, assistant_model=draft, max_new_tokens=new, min_new_tokens=new, **kw
+            )
+            if temp == 0:
+                same &= torch.equal(out[:, : vanilla[i].shape[1]], vanilla[i])
+            # the first base forward is the prefill, which also yields the first new token
+            lens += (out.shape[1] - p.shape[1]) / max(1, calls[0]) / len(prompts)
+    except Exception as exc:  # a transformers version without assisted generation
+        print(f"acceptance: transformers assisted generation skipped ({type(exc).__name__}: {exc})")
+        return
+    finally:
+        handle.remove()
+    if temp == 0 and not same:
+        raise AssertionError("assisted generation: output differs from greedy")
+    kw = dict(method="transformers assisted", T=temp, gamma=gamma, prompts=len(prompts))
+    kw["new_tokens"] = new
+    ctx.record("accepted_length", lens, "tokens/iter", lower_is_better=False, **kw)
+    ctx.record("acceptance_rate", max(0.0, (lens - 1) / gamma), "frac", lower_is_better=False, **kw)
+    if temp == 0:
+        ctx.record("lossless_vs_vanilla", float(same), "bool", lower_is_better=False, **kw)
 
 
 def _time_step(d, prefix):
@@ -281,23 +329,80 @@ def end_to_end(ctx: Context) -> None:
             cpu_time=True,
         )
         res.record(ctx, metric="generate_time", new_tokens=new, gamma=gamma)
-        # The cost model from measured parts: E[k+1] T_base / (gamma T_draft + T_verify + T_calib),
-        # with T_verify ~ T_base and T_calib ~ T_draft (memory-bound regime; not true on CPU).
         t_vanilla = res.timings["vanilla"].median / new
-        for key, label in (("sd", "SD (N=1)"), ("easy", f"EasySpec (N={n})")):
+        for key, label, group in (("sd", "SD (N=1)", 1), ("easy", f"EasySpec (N={n})", n)):
             st = stats[key]
             t_iter = res.timings[label].median / max(1, st.iterations)
+            kw = dict(method=label, group_size=group, gamma=gamma)
             ctx.record(
                 "mean_accepted_length",
                 st.mean_accepted_length,
                 "tokens/iter",
                 lower_is_better=False,
-                method=label,
+                **kw,
             )
             ctx.record(
                 "measured_speedup_vs_vanilla",
                 t_vanilla * st.mean_accepted_length / t_iter,
                 "x",
                 lower_is_better=False,
-                method=label,
+                **kw,
             )
+            # The paper's cost model from parts measured here (medians of bench.compare):
+            # E[k+1] T_base / (gamma T_draft + T_verify + T_calib).
+            parts = _cost_parts(ctx, base, draft, group, prompt, gamma, st.mean_accepted_length)
+            predicted = (
+                st.mean_accepted_length
+                * parts["T_base"]
+                / (gamma * parts["T_draft"] + parts["T_verify"] + parts["T_calib"])
+            )
+            for part, value in parts.items():
+                ctx.record("cost_part", value, "s", part=part, **kw)
+            ctx.record("cost_model_speedup", predicted, "x", lower_is_better=False, **kw)
+
+
+def _cost_parts(ctx: Context, base, draft_model, group: int, prompt, gamma: int, mean_len: float):
+    """Median times of one base token, one draft token, one verification of gamma + 1 tokens and
+    one calibration forward over round(E[k+1]) tokens, all at the prompt's context length."""
+    from transformers import DynamicCache
+
+    from .draft import FuzzyDraft
+    from .generate import _cache_kwarg, _crop
+
+    length = prompt.shape[1]
+    cache = DynamicCache()
+    kw = _cache_kwarg(base)
+    with torch.no_grad():
+        base(input_ids=prompt, **{kw: cache}, use_cache=True)
+    one = prompt[:, -1:]
+    chain = prompt[:, -(gamma + 1) :]
+    calib_ids = prompt[0, -max(1, round(mean_len)) :]
+    d = FuzzyDraft(draft_model, group_size=group, backend="stacked")
+    d.prefill(prompt)
+
+    @torch.no_grad()
+    def base_forward(ids):
+        _crop(cache, length)
+        return base(input_ids=ids, **{kw: cache}, use_cache=True).logits
+
+    def draft_step():
+        d.truncate(length)
+        return d.step(int(one))
+
+    def calibrate():
+        d.truncate(length)
+        return d.calibrate(calib_ids)
+
+    res = compare(
+        {
+            "T_base": lambda: base_forward(one),
+            "T_draft": draft_step,
+            "T_verify": lambda: base_forward(chain),
+            "T_calib": calibrate,
+        },
+        baseline="T_base",
+        min_time=ctx.pick(smoke=0.02, quick=0.2, full=1.0),
+        max_time=ctx.pick(smoke=0.2, quick=1.0, full=5.0),
+        cpu_time=True,
+    )
+    return {name: t.median for name, t in res.timings.items()}
