@@ -25,3 +25,33 @@ def test_saved_bytes_counts_the_rdfft_adapter_spectrum():
     # X (3·64 fp32) + P (2·2·32 fp32); the frozen base linear's saves are excluded
     assert adapter == 3 * 64 * 4 + 2 * 2 * 32 * 4
     assert total >= adapter
+
+
+def test_live_peak_counts_live_storages_exactly():
+    from rdfft.bench import LivePeak
+
+    x = torch.randn(1000, requires_grad=True)
+    mode = LivePeak()
+    with mode:
+        y = x.exp()  # 4000 B, saved by exp's backward
+        z = (y * 2).sum()  # a transient 4000 B, then 4 B
+        z.backward()  # grad buffers
+    del y, z
+    assert 3 * 4000 <= mode.peak <= 4 * 4000 + 64
+    assert mode.current <= 4000 + 64  # x.grad stays alive
+
+
+def test_op_saved_bytes_rdfft_is_half_of_rfft():
+    from rdfft.bench import op_saved_bytes
+
+    shape, p = (2, 8, 64), 16
+    rfft, rd = op_saved_bytes("rfft", shape, p), op_saved_bytes("rdfft", shape, p)
+    x_bytes = 2 * 8 * 64 * 4
+    c_bytes = 4 * 4 * p * 4
+    # rdfft: X (N reals per row) + P; rfft: its input x (FftR2CBackward0 keeps it) + the
+    # complex X copy einsum makes ((p/2+1)/p · N complex-as-2-reals) + c (the rfft of c keeps
+    # it too) + the complex P
+    assert rd == x_bytes + c_bytes
+    x_complex = x_bytes * (p // 2 + 1) * 2 // p
+    assert rfft == x_bytes + x_complex + c_bytes + 4 * 4 * (p // 2 + 1) * 8
+    assert 0.45 < rd / rfft < 0.5

@@ -7,16 +7,22 @@
 * ``finetune`` (quality): the core's pretrained tiny Llama fine-tuned to classify 256-byte stdlib
   snippets by package, adapters on q_proj/v_proj: BCA-rdfft, BCA-rfft (ours, p = 32), and from the
   ``peers`` extra peft C3A (block 32), LoRA r = 4 and (full only) FourierFT n = 1000. Accuracy,
-  adapter bytes saved for backward (``saved_tensors_hooks``), model-level saved bytes, s/step.
+  adapter bytes saved for backward (``saved_tensors_hooks``), model-level saved bytes, the
+  model-level peak of live tensor memory over one training step (:class:`LivePeak`), s/step;
+  also the bytes one BCA op saves on an input that requires grad (rfft vs rdfft), and BCA-rdfft
+  without the shared q/v spectrum.
 """
 
 from __future__ import annotations
 
 import copy
+import weakref
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 from neurips25_core.bench import Context, Suite, compare, plot_bars, single_thread
 from rdfft.layers import BCAdapter, apply_bca, bca_parameter_groups
@@ -161,6 +167,73 @@ def saved_bytes(model: nn.Module, x: torch.Tensor) -> tuple[int, int]:
     return sum(seen_adapter.values()), sum(seen_all.values())
 
 
+class LivePeak(TorchDispatchMode):
+    """Peak bytes of tensor storages allocated inside the mode and still alive (CPU-exact).
+
+    Every new storage an aten op returns is counted until it is freed (a finalizer on the
+    storage; storages keep their Python object while alive). Tensors that existed before
+    (parameters, optimizer state, inputs) are not counted, so ``peak`` is the extra memory the
+    step needed at its worst moment: activations, saved tensors, gradients and transients.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.live: dict[int, int] = {}
+        self.current = 0
+        self.peak = 0
+
+    def _free(self, key: int) -> None:
+        self.current -= self.live.pop(key, 0)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in tree_leaves(out):
+            if isinstance(t, torch.Tensor):
+                st = t.untyped_storage()
+                key, n = st.data_ptr(), st.nbytes()
+                if n and key not in self.live:
+                    self.live[key] = n
+                    self.current += n
+                    self.peak = max(self.peak, self.current)
+                    weakref.finalize(st, self._free, key)
+        return out
+
+
+def peak_step_bytes(model: nn.Module, optimizer, x: torch.Tensor, y: torch.Tensor) -> int:
+    """Peak extra live tensor bytes of one forward + backward + optimizer step (after a warm-up
+    step, so the optimizer state already exists)."""
+
+    def step():
+        F.cross_entropy(model(x), y).backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    step()
+    mode = LivePeak()
+    with mode:
+        step()
+    return mode.peak
+
+
+def op_saved_bytes(backend: str, shape=(16, 256, 128), block_size: int = 32) -> int:
+    """Bytes one BCA op saves for backward on an input that requires grad (the op alone)."""
+    from rdfft.layers import block_circulant_matmul
+
+    x = torch.randn(*shape, requires_grad=True)
+    h = x * 1.0  # a non-leaf input, as a hidden state is
+    q = shape[-1] // block_size
+    c = torch.zeros(q, q, block_size, requires_grad=True)
+    seen: dict[int, int] = {}
+
+    def pack(t):
+        seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        block_circulant_matmul(h, c, backend)
+    return sum(seen.values())
+
+
 def _peft_available() -> bool:
     try:
         import peft  # noqa: F401
@@ -194,6 +267,19 @@ def finetune(ctx: Context) -> None:
     fourier_n = ctx.pick(smoke=64, quick=1000, full=1000)
     summary: dict[str, dict[str, float]] = {}
     curves: dict[str, list[float]] = {}
+    op_shape = (batch, length, pretrained.config.hidden_size)
+    op_bytes = {b: op_saved_bytes(b, op_shape, block) for b in ("rfft", "rdfft")}
+    for b, v in op_bytes.items():
+        ctx.record(
+            "op_saved_bytes",
+            v,
+            "B",
+            baseline="bca_rfft" if b == "rdfft" else None,
+            baseline_value=op_bytes["rfft"] if b == "rdfft" else None,
+            arm=f"bca_{b}",
+            shape="x".join(map(str, op_shape)),
+        )
+    probe_x, probe_y = task.batch("train", batch, seed=7)
     for arm in arms:
         accs = []
         for seed in seeds:
@@ -233,8 +319,12 @@ def finetune(ctx: Context) -> None:
             if seed == seeds[0]:
                 curves[arm] = res.losses
                 model.train()
-                adapter_b, model_b = saved_bytes(model, task.batch("train", batch, seed=7)[0])
+                adapter_b, model_b = saved_bytes(model, probe_x)
+                with single_thread():
+                    trainable = [p for p in model.parameters() if p.requires_grad]
+                    peak = peak_step_bytes(model, opt(trainable), probe_x, probe_y)
                 summary[arm] = {
+                    "peak_step_bytes": peak,
                     "adapter_params": adapter_params,
                     "adapter_saved_bytes": adapter_b,
                     "model_saved_bytes": model_b,
@@ -259,7 +349,17 @@ def finetune(ctx: Context) -> None:
             **params,
         )
         ctx.record("model_saved_bytes", s["model_saved_bytes"], "B", **params)
+        ctx.record("peak_step_bytes", s["peak_step_bytes"], "B", **params)
         ctx.record("s_per_step", s["s_per_step"], "s", **params)
+    if "bca_rdfft" in summary:
+        # the same trained adapters without the q/v shared spectrum: each adapter keeps its own X
+        torch.manual_seed(0)
+        backbone = copy.deepcopy(pretrained.model)
+        for p in backbone.parameters():
+            p.requires_grad_(False)
+        apply_bca(backbone, ("q_proj", "v_proj"), block, backend="rdfft", share_spectra=False)
+        unshared, _ = saved_bytes(Classifier(backbone, task.num_classes).train(), probe_x)
+        ctx.record("adapter_saved_bytes", unshared, "B", arm="bca_rdfft_unshared", steps=0)
     if "bca_rdfft" in curves and "bca_rfft" in curves:
         diff = max(abs(a - b) for a, b in zip(curves["bca_rdfft"], curves["bca_rfft"]))
         ctx.record("max_loss_gap_rdfft_vs_rfft", diff, "nats", steps=steps)
@@ -276,8 +376,9 @@ def finetune(ctx: Context) -> None:
         {
             "adapter saved KiB": [summary[a]["adapter_saved_bytes"] / 1024 for a in names],
             "model saved KiB / 10": [summary[a]["model_saved_bytes"] / 10240 for a in names],
+            "model step peak KiB / 10": [summary[a]["peak_step_bytes"] / 10240 for a in names],
         },
         ctx.path("finetune_saved_bytes.png"),
         ylabel="KiB saved for backward",
-        title="bytes saved for backward per forward",
+        title="bytes saved for backward per forward; peak live bytes of one step",
     )
