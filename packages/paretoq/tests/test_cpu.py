@@ -6,7 +6,7 @@ import numpy as np
 import paretoq
 import pytest
 import torch
-from paretoq.cpu import cpu_layout, numba_available, packed_matmul_cpu
+from paretoq.cpu import ROW_TILE, cpu_layout, numba_available, packed_matmul_cpu
 from paretoq.ops import packed_matmul
 
 from neurips25_core.testing import assert_close, randn
@@ -39,7 +39,8 @@ def test_numba_kernel_vs_reference(bits, out, k, n):
     x = randn(n, k, seed=3)
     ref = packed_matmul(x.double(), p.planes, p.scale.double(), bits, k, backend="reference")
     width = 1 if n == 1 else (2 if n <= 2 else 4 if n <= 4 else 8 if n <= 8 else 16)
-    shape = (out,) if n == 1 else (out, -(-n // width) * width)
+    padded = -(-out // ROW_TILE) * ROW_TILE
+    shape = (padded,) if n == 1 else (-(-n // width), padded, width)
     scratch = np.full(shape, np.nan, np.float32)
     y = packed_matmul_cpu(x, cpu_layout(p.planes, p.scale, bits), scratch=scratch)
     assert_close(y, ref, rtol=1e-5, name=f"numba {bits}-bit")

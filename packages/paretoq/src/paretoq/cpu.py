@@ -2,17 +2,25 @@
 
 Layout (:class:`CpuLayout`, derived once from the stored int32 planes and cached by
 ``PackedLinear``): each plane of ``b_p`` bits is re-packed into bytes of ``t = 8/b_p`` consecutive
-codes (``k = t·j + i`` at bit ``i·b_p`` of byte ``j``), stored uint8 ``[K_pad/t, M]`` (byte index
-outermost). Per call and plane, one torch GEMM builds the table
-``T_p[j, β, n] = f_p Σ_i x[n, t·j + i]·(field_i(β) − z_p)`` (256 entries per byte position: the
-sum over a byte's ``t`` weights, offset applied), then the kernel adds ``T_p[j, bytes[j, r], n]``
-over ``j`` (outer loop, so table row ``j`` stays in L1) and the rows of the thread's block (inner
-loop); the per-row scale is applied once at the end. One lookup covers 8/b_p weights: 4 at 2 bits,
+codes (``k = t·j + i`` at bit ``i·b_p`` of byte ``j``); the output rows are cut into tiles of
+:data:`ROW_TILE` rows and each tile's bytes are stored contiguously, uint8 ``[M_pad/R, K_pad/t, R]``
+(tile, byte index, row), so that a tile reads one sequential stream of bytes. M is padded to a
+whole tile (those rows are computed and dropped). Per call and plane, one torch GEMM builds the
+table ``T_p[j, β, n] = f_p Σ_i x[n, t·j + i]·(field_i(β) − z_p)`` (256 entries per byte position:
+the sum over a byte's ``t`` weights, offset applied), then per tile the kernel adds
+``T_p[j, bytes[b, j, r], n]`` over ``j`` (outer loop, four byte positions per pass, so that their
+table rows, 4 KiB at N = 1, stay in L1 while the codes stream past) into the tile's ``R`` partial
+sums; the per-row scale is applied once at the end. One lookup covers 8/b_p weights: 4 at 2 bits,
 8 at 1 bit, 2 at 4 bits. Padded codes meet zero activations.
 
-Accumulation is float32. Threads: ``torch.get_num_threads()`` (``numba.set_num_threads`` inside
-a context, capped at ``NUMBA_NUM_THREADS``; numba's setting is restored afterwards). Importing this
-module does not import numba.
+At N > 1 the table is laid out ``[J, 256, w]`` for a compile-time token block ``w``
+(:data:`TOKEN_BLOCKS`), so that one byte fetches ``w`` contiguous table entries.
+
+Accumulation is float32, compiled with ``fastmath``. Threads: one thread runs a serial build of the
+kernel (no parallel runtime); with ``torch.get_num_threads() > 1`` the tiles are split over
+``numba.prange`` in a parallel build, under ``numba.set_num_threads`` (capped at
+``NUMBA_NUM_THREADS``; numba's previous setting is restored afterwards). Importing this module
+does not import numba.
 """
 
 from __future__ import annotations
@@ -25,10 +33,10 @@ import importlib.util
 import numpy as np
 import torch
 
-__all__ = ["CpuLayout", "cpu_layout", "numba_available", "packed_matmul_cpu"]
+__all__ = ["ROW_TILE", "CpuLayout", "cpu_layout", "numba_available", "packed_matmul_cpu"]
 
-#: Output rows per parallel work item.
-ROW_BLOCK = 256
+#: Output rows per tile (the unit of the code layout and of the parallel split).
+ROW_TILE = 256
 #: Token widths the batched kernel is compiled for; larger N runs in chunks of the largest.
 TOKEN_BLOCKS = (2, 4, 8, 16)
 
@@ -43,7 +51,8 @@ class CpuLayout:
     """The CPU kernel's copy of a packed weight (derived from the planes, never saved).
 
     Attributes:
-        planes: per plane, uint8 numpy ``[K_pad/t, M]`` bytes of ``t = 8/b_p`` codes.
+        planes: per plane, uint8 numpy ``[M_pad/R, K_pad/t, R]``: bytes of ``t = 8/b_p`` codes,
+            row tiles of R = :data:`ROW_TILE`.
         tables: per plane, float32 ``[256, t]``: ``f_p·(field_i(β) − z_p)``.
         scale: float32 ``(M,)``.
     """
@@ -53,9 +62,14 @@ class CpuLayout:
     scale: torch.Tensor
 
     @property
+    def rows(self) -> int:
+        """M (the rows past M in the last tile are padding)."""
+        return self.scale.shape[0]
+
+    @property
     def nbytes(self) -> int:
-        """Bytes the kernel reads per call besides x and y (codes and scales)."""
-        return sum(p.nbytes for p in self.planes) + self.scale.numel() * 4
+        """Bytes the kernel reads per call besides x and y (codes and scales; padding excluded)."""
+        return sum(p.shape[1] for p in self.planes) * self.rows + self.rows * 4
 
 
 def cpu_layout(planes: list[torch.Tensor], scale: torch.Tensor, bits: float) -> CpuLayout:
@@ -69,77 +83,100 @@ def cpu_layout(planes: list[torch.Tensor], scale: torch.Tensor, bits: float) -> 
         rows, kp = codes.shape
         shifts = torch.arange(t, dtype=torch.int64) * pb
         packed = (codes.view(rows, kp // t, t) << shifts).sum(dim=-1).to(torch.uint8)
-        out_planes.append(np.ascontiguousarray(packed.t().numpy()))
+        tiles = -(-rows // ROW_TILE)
+        packed = torch.nn.functional.pad(packed, (0, 0, 0, tiles * ROW_TILE - rows))
+        # [tiles, R, J] -> [tiles, J, R]
+        out_planes.append(
+            np.ascontiguousarray(packed.view(tiles, ROW_TILE, kp // t).permute(0, 2, 1).numpy())
+        )
         beta = torch.arange(256, dtype=torch.int64)[:, None]
         fields = ((beta >> shifts) & ((1 << pb) - 1)).to(torch.float32)
         tables.append((f * (fields - z)).contiguous())
     return CpuLayout(out_planes, tables, scale.detach().cpu().float().reshape(-1).contiguous())
 
 
-@functools.cache
-def _gemv():
+def _gemv_source():
     import numba
 
-    @numba.njit(parallel=True, cache=True, nogil=True)
+    R = ROW_TILE
+
     def gemv(lut, codes, out, first):  # pragma: no cover - compiled
-        # lut [J, 256]; codes [J, M]; out [M] (accumulated into)
-        num_bytes, rows = codes.shape
-        blocks = (rows + ROW_BLOCK - 1) // ROW_BLOCK
-        for b in numba.prange(blocks):
-            r0 = b * ROW_BLOCK
-            r1 = min(rows, r0 + ROW_BLOCK)
-            acc = np.zeros(r1 - r0, np.float32)
-            for j in range(num_bytes):
-                table = lut[j]
-                block = codes[j]
-                for r in range(r0, r1):
-                    acc[r - r0] += table[block[r]]
-            for r in range(r0, r1):
-                if first:
-                    out[r] = acc[r - r0]
-                else:
-                    out[r] += acc[r - r0]
+        # lut [J, 256]; codes [T, J, R]; out [T·R] (written when first, else accumulated into)
+        tiles, num_bytes, _ = codes.shape
+        quads = num_bytes // 4
+        for b in numba.prange(tiles):
+            cb = codes[b]
+            acc = np.zeros(R, np.float32)
+            for q in range(quads):
+                j = 4 * q
+                t0, t1, t2, t3 = lut[j], lut[j + 1], lut[j + 2], lut[j + 3]
+                c0, c1, c2, c3 = cb[j], cb[j + 1], cb[j + 2], cb[j + 3]
+                for r in range(R):
+                    acc[r] += (t0[c0[r]] + t1[c1[r]]) + (t2[c2[r]] + t3[c3[r]])
+            for j in range(4 * quads, num_bytes):
+                tj = lut[j]
+                cj = cb[j]
+                for r in range(R):
+                    acc[r] += tj[cj[r]]
+            o = out[b * R : (b + 1) * R]
+            if first:
+                o[:] = acc
+            else:
+                o += acc
 
-    return numba, gemv
+    return gemv
 
 
-@functools.cache
-def _gemm(width: int):
+def _gemm_source(width: int):
     import numba
 
-    @numba.njit(parallel=True, cache=True, nogil=True)
+    R = ROW_TILE
+    W = width
+
     def gemm(lut, codes, out, first):  # pragma: no cover - compiled
-        # lut [J, 256, width]; codes [J, M]; out [M, width] (accumulated into)
-        num_bytes, rows = codes.shape
-        blocks = (rows + ROW_BLOCK - 1) // ROW_BLOCK
-        for b in numba.prange(blocks):
-            r0 = b * ROW_BLOCK
-            r1 = min(rows, r0 + ROW_BLOCK)
-            acc = np.zeros((r1 - r0, width), np.float32)
+        # lut [J, 256, W]; codes [T, J, R]; out [T·R, W] (written when first, else accumulated)
+        tiles, num_bytes, _ = codes.shape
+        for b in numba.prange(tiles):
+            cb = codes[b]
+            acc = np.zeros((R, W), np.float32)
             for j in range(num_bytes):
-                table = lut[j]
-                block = codes[j]
-                for r in range(r0, r1):
-                    c = block[r]
-                    for t in range(width):
-                        acc[r - r0, t] += table[c, t]
-            for r in range(r0, r1):
-                for t in range(width):
-                    if first:
-                        out[r, t] = acc[r - r0, t]
-                    else:
-                        out[r, t] += acc[r - r0, t]
+                tj = lut[j]
+                cj = cb[j]
+                for r in range(R):
+                    row = tj[cj[r]]
+                    for t in range(W):
+                        acc[r, t] += row[t]
+            o = out[b * R : (b + 1) * R]
+            if first:
+                o[:] = acc
+            else:
+                o += acc
 
     return gemm
 
 
+@functools.cache
+def _compiled(width: int, parallel: bool):
+    """The kernel for a token width (1: the GEMV) and a build (serial or ``prange``-parallel)."""
+    import numba
+
+    source = _gemv_source() if width == 1 else _gemm_source(width)
+    return numba.njit(parallel=parallel, fastmath=True, cache=True, nogil=True)(source)
+
+
 @contextlib.contextmanager
-def _threads(numba):
+def _threads():
+    """Yields whether to run the parallel build; sets numba's thread count to torch's meanwhile."""
+    import numba
+
     want = max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS))
+    if want == 1:
+        yield False
+        return
     old = numba.get_num_threads()
     numba.set_num_threads(want)
     try:
-        yield
+        yield True
     finally:
         numba.set_num_threads(old)
 
@@ -149,8 +186,9 @@ def packed_matmul_cpu(
 ) -> torch.Tensor:
     """``s ⊙ (x·(C − z)ᵀ)``: x ``[N, K]`` -> float32 ``[N, M]`` (needs numba; no bias).
 
-    ``scratch`` (tests): the float32 ``[M]`` (N = 1) or ``[M, ceil(N/w)·w]`` buffer the kernel
-    writes, e.g. NaN-filled to show that every entry is written.
+    ``scratch`` (tests): the float32 ``[M_pad]`` (N = 1) or ``[ceil(N/w), M_pad, w]`` buffer the
+    kernel writes (M_pad: M rounded up to :data:`ROW_TILE`), e.g. NaN-filled to show that every
+    entry is written.
 
     Example:
         >>> import torch, paretoq
@@ -162,31 +200,35 @@ def packed_matmul_cpu(
         ...     y = packed_matmul_cpu(x, cpu_layout(p.planes, p.scale, 2))
         ...     assert torch.allclose(y, x @ p.dequantize().T, atol=1e-5)
     """
-    numba, gemv = _gemv()
     n, k = x.shape
-    rows = layout.scale.shape[0]
+    rows = layout.rows
+    padded = layout.planes[0].shape[0] * ROW_TILE
     x = x.detach().to(torch.float32)
-    with _threads(numba):
-        width = 1 if n == 1 else next((w for w in TOKEN_BLOCKS if w >= n), TOKEN_BLOCKS[-1])
-        shape = (rows,) if n == 1 else (rows, -(-n // width) * width)
-        out = np.empty(shape, np.float32) if scratch is None else scratch
-        if out.shape != shape or out.dtype != np.float32:
-            raise ValueError(f"scratch: expected float32 {shape}, got {out.dtype} {out.shape}")
-        if n > 1:
-            gemm = _gemm(width)
+    width = 1 if n == 1 else next((w for w in TOKEN_BLOCKS if w >= n), TOKEN_BLOCKS[-1])
+    chunks = -(-n // width)
+    shape = (padded,) if n == 1 else (chunks, padded, width)
+    out = np.empty(shape, np.float32) if scratch is None else scratch
+    if out.shape != shape or out.dtype != np.float32:
+        raise ValueError(f"scratch: expected float32 {shape}, got {out.dtype} {out.shape}")
+    with _threads() as parallel:
+        kernel = _compiled(width, parallel)
         for p, (codes, table) in enumerate(zip(layout.planes, layout.tables)):
-            num_bytes = codes.shape[0]
+            num_bytes = codes.shape[1]
             t = table.shape[1]
-            xp = torch.zeros(n, num_bytes * t, dtype=torch.float32)
-            xp[:, :k] = x
-            lut = xp.view(n, num_bytes, t) @ table.t()  # [N, J, 256]
+            # x padded to whole bytes and to whole token blocks: [chunks·w, J·t]
+            xp = torch.zeros(chunks * width, num_bytes * t, dtype=torch.float32)
+            xp[:n, :k] = x
             if n == 1:
-                gemv(lut[0].numpy(), codes, out, p == 0)
+                lut = xp.view(num_bytes, t) @ table.t()  # [J, 256]
+                kernel(lut.numpy(), codes, out, p == 0)
                 continue
-            for n0 in range(0, n, width):
-                n1 = min(n, n0 + width)
-                chunk = np.zeros((num_bytes, 256, width), np.float32)
-                chunk[..., : n1 - n0] = lut[n0:n1].permute(1, 2, 0).numpy()
-                gemm(chunk, codes, out[:, n0 : n0 + width], p == 0)
-    y = torch.from_numpy(out).view(rows, -1)[:, :n].t()
+            # [chunks, J, t, w] -> table [256, t] @ -> [chunks, J, 256, w]
+            xb = xp.view(chunks, width, num_bytes, t).permute(0, 2, 3, 1)
+            lut = torch.matmul(table, xb).contiguous()
+            for c in range(chunks):
+                kernel(lut[c].numpy(), codes, out[c], p == 0)
+    if n == 1:
+        y = torch.from_numpy(out[:rows]).view(1, rows)
+    else:
+        y = torch.from_numpy(out).permute(0, 2, 1).reshape(chunks * width, padded)[:n, :rows]
     return y * layout.scale
