@@ -66,6 +66,7 @@ from flashdp.bench import _op
 torch.set_num_threads(1)  # core-helper-ok: inside the measured subprocess, whose peak RSS is read
 x = torch.randn({b}, {t}, {n}); g = torch.randn({b}, {t}, {m})
 fn = _op({arm!r}, 1.0)
+_ = fn(x[:1, :1], g[:1, :1])  # lazy imports (opacus) and first-call set-up belong to the setup
 """
 
 
@@ -131,7 +132,15 @@ def op_speed(ctx: Context) -> None:
         ctx.log(f"B,T,M,N={b},{t},{m},{n}: {result}")
         if (b, t, m, n) in memory_shapes:
             peaks = _peak_extra_rss(
-                ctx.pick(smoke=("explicit", "flashdp"), quick=ARMS, full=ARMS), b, t, m, n
+                ctx.pick(
+                    smoke=("explicit", "flashdp"),
+                    quick=("explicit", "opacus", "flashdp"),  # each one a fresh torch import
+                    full=ARMS,
+                ),
+                b,
+                t,
+                m,
+                n,
             )
             for arm in peaks:
                 ctx.record(

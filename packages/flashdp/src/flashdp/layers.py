@@ -10,6 +10,7 @@ per-sample losses, and :class:`flashdp.DPOptimizer` adds noise and divides by BÌ
 from __future__ import annotations
 
 import functools
+import sys
 
 import torch
 from torch import nn
@@ -92,16 +93,15 @@ class DPLinear(nn.Linear):
         return _LinearFn.apply(x, self.weight, self.bias, self.dp_state, False)
 
 
-def _conv1d_class():
-    from transformers.pytorch_utils import Conv1D
-
-    return Conv1D
+def _conv1d_class() -> type | None:
+    """transformers ``Conv1D`` if transformers has loaded it (no instance can exist otherwise)."""
+    return getattr(sys.modules.get("transformers.pytorch_utils"), "Conv1D", None)
 
 
 @functools.lru_cache(maxsize=1)
 def dp_conv1d_class() -> type:
     """``DPConv1D``: transformers ``Conv1D`` (y = x W + b, W (N, M)) with clipped-sum grads."""
-    conv = _conv1d_class()
+    from transformers.pytorch_utils import Conv1D as conv
 
     class DPConv1D(conv):
         """transformers ``Conv1D`` (a Linear with the weight transposed) with clipped-sum grads."""
@@ -223,14 +223,10 @@ def _retype(module: nn.Module, cls: type) -> nn.Module:
 
 
 def _rmsnorm_classes() -> tuple[type, ...]:
-    classes: list[type] = [nn.RMSNorm]
-    try:
-        from transformers.models.llama.modeling_llama import LlamaRMSNorm
-
-        classes.append(LlamaRMSNorm)
-    except ImportError:  # pragma: no cover - transformers is a dependency
-        pass
-    return tuple(classes)
+    # LlamaRMSNorm only when its module is loaded: importing transformers just to find out that
+    # a model has no LlamaRMSNorm would cost seconds
+    llama = sys.modules.get("transformers.models.llama.modeling_llama")
+    return (nn.RMSNorm, llama.LlamaRMSNorm) if llama is not None else (nn.RMSNorm,)
 
 
 def supported(module: nn.Module) -> bool:
