@@ -43,3 +43,15 @@ def test_gpu_script_toy(tmp_path):
     assert all(r["ok"] for r in res["correctness"]) and len(res["correctness"]) == 2
     assert {r["replaced"] for r in res["speed"]} == {0, 1, 2}
     assert all(r["decode_tokens_per_s"] > 0 for r in res["speed"])
+
+
+def test_calibration_split_disjoint():
+    from nbl.bench import calibration_split
+
+    from neurips25_core.data import stdlib_corpus
+
+    corpus = stdlib_corpus()
+    split = calibration_split(corpus)
+    cal, ev, train = set(split.train_files), set(split.val_files), set(corpus.train_files)
+    assert cal and ev and not (cal & ev) and not (cal & train) and not (ev & train)
+    assert split.train.numel() > 128 * 256 and split.val.numel() > 16 * 256

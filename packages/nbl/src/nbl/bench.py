@@ -2,11 +2,14 @@
 
 Quality (the reduced reproduction): a tiny Llama trained on the stdlib corpus (smoke: the core's
 toy model; quick: hidden 96, 4 layers, 200 steps; full: hidden 192, 6 layers, 6 heads / 2 KV
-heads, MLP 512, seq 256, 2,000 steps), calibrated on windows of the train split, scored by
-bits/byte on the validation files (disjoint from train) for k = 1..4 replaced attention layers
+heads, MLP 512, seq 256, 2,000 steps). The held-out files are split in two (``calibration_split``):
+calibration windows come from one half, bits/byte and byte perplexity (2**bpb) from the other, so
+calibration is disjoint from training and from evaluation. k = 1..4 replaced attention layers
 under NBL-CCA (the paper), NBL-cosine, NBL-random (3 seeds), NBL-CCA with sequential
-recalibration (ablation) and Attn-DROP (LLM-Drop, cosine ranking, and CCA ranking as a second
-setting), plus the Spearman correlation of S_ℓ with each single-layer bits/byte increase.
+recalibration (ablation), Attn-DROP (LLM-Drop, cosine ranking, and CCA ranking as a second
+setting) and the torch-pruning peer (whole GQA head groups by L2 magnitude, at the parameter
+count NBL-CCA removes), plus the Spearman correlation of S_ℓ with each single-layer perplexity
+increase.
 
 Speed (CPU, one thread, medians of ``bench.compare``): one decoder layer's decode step with a
 KV cache of length T against the same layer with ``LinearizedAttention``, beside the cost model;
@@ -18,6 +21,8 @@ from __future__ import annotations
 
 import copy
 import statistics
+import sysconfig
+from pathlib import Path
 
 import torch
 
@@ -65,6 +70,33 @@ def _model(ctx: Context):
     return pretrained_tiny_llama(cfg, steps=2000, seq_len=256, batch_size=16, lr=3e-3)
 
 
+def calibration_split(corpus):
+    """The corpus's held-out files split in two, file-disjoint from training and from each other:
+    even-indexed validation files for calibration (the ``train`` split of the result), odd ones
+    for evaluation (its ``val`` split)."""
+    from neurips25_core.data import Corpus
+
+    base = Path(sysconfig.get_paths()["stdlib"])
+    cal, ev, cal_names, ev_names = [], [], [], []
+    for i, rel in enumerate(corpus.val_files):
+        content = (base / rel).read_bytes() + b"\n"
+        (cal if i % 2 == 0 else ev).append(content)
+        (cal_names if i % 2 == 0 else ev_names).append(rel)
+    if not cal or not ev:
+        raise ValueError(f"corpus: {len(corpus.val_files)} validation files, need at least 2")
+
+    def to_tensor(parts):
+        return torch.frombuffer(bytearray(b"".join(parts)), dtype=torch.uint8).clone()
+
+    return Corpus(
+        train=to_tensor(cal),
+        val=to_tensor(ev),
+        train_files=tuple(cal_names),
+        val_files=tuple(ev_names),
+        fingerprint=corpus.fingerprint + "-nblcal",
+    )
+
+
 def _spearman(a, b) -> float:
     def ranks(v):
         order = sorted(range(len(v)), key=lambda i: v[i])
@@ -88,7 +120,7 @@ def linearization_quality(ctx: Context) -> None:
     from neurips25_core.data import stdlib_corpus
     from neurips25_core.models import evaluate_bpb
 
-    corpus = stdlib_corpus()
+    corpus = calibration_split(stdlib_corpus())
     with single_thread():
         base = _model(ctx)
         n_layers = base.config.num_hidden_layers
@@ -96,6 +128,7 @@ def linearization_quality(ctx: Context) -> None:
             ctx.pick(smoke=16, quick=64, full=128),
             ctx.pick(smoke=64, quick=128, full=256),
         )
+        # "train" here = held-out calibration files (never trained on, never evaluated on).
         ids, _ = next(corpus.batches("train", n_cal, cal_len, seed=1234, num_batches=1))
         ev = dict(
             seq_len=ctx.pick(smoke=64, quick=128, full=256),
@@ -107,6 +140,7 @@ def linearization_quality(ctx: Context) -> None:
         reps = nbl.layer_reports(st, eig_floor=EIG_FLOOR, ridge=RIDGE)
         base_bpb = evaluate_bpb(base, corpus, **ev)
         ctx.record("val_bpb", base_bpb, "bits/byte", method="original", k=0)
+        ctx.record("val_ppl", 2**base_bpb, "byte perplexity", method="original", k=0)
         for r in reps:
             ctx.record(
                 "cca_score",
@@ -127,15 +161,18 @@ def linearization_quality(ctx: Context) -> None:
                 nbl.apply_drop(m, layers)
             return evaluate_bpb(m, corpus, **ev)
 
-        single = [bpb_with([r["layer"]], "nbl") - base_bpb for r in reps]
+        # Perplexity is 2**bpb (byte vocabulary): ranks of bpb and perplexity increases agree.
+        single = [2 ** bpb_with([r["layer"]], "nbl") - 2**base_bpb for r in reps]
         rho = _spearman([r["score"] for r in reps], single)
         ctx.record(
-            "spearman_S_vs_single_layer_increase",
+            "spearman_S_vs_single_layer_ppl_increase",
             rho,
             "",
             lower_is_better=False,
-            increases=[round(v, 4) for v in single],
+            scores=[round(r["score"], 3) for r in reps],
+            ppl_increases=[round(v, 4) for v in single],
         )
+        tp_ok = _torch_pruning_usable()
         ks = list(range(1, min(4, n_layers) + 1))
         curves: dict[str, list[float]] = {}
         for k in ks:
@@ -153,6 +190,14 @@ def linearization_quality(ctx: Context) -> None:
                 m, ids, k, "cca", sequential=True, batch_size=16, eig_floor=EIG_FLOOR, ridge=RIDGE
             )
             rows["NBL-CCA sequential"] = evaluate_bpb(m, corpus, **ev)
+            removed = nbl.removed_parameters(base.config, nbl.select(reps, k, "cca"))[0]
+            tp_removed = None
+            if tp_ok:
+                from nbl.peers import prune_attention_heads
+
+                m = copy.deepcopy(base)
+                tp_removed = prune_attention_heads(m, removed)["removed"]
+                rows["torch-pruning heads"] = evaluate_bpb(m, corpus, **ev)
             best_drop = min(rows["Attn-DROP (cosine)"], rows["Attn-DROP (CCA order)"])
             for name, v in rows.items():
                 curves.setdefault(name, []).append(v)
@@ -164,6 +209,16 @@ def linearization_quality(ctx: Context) -> None:
                     baseline_value=best_drop,
                     method=name,
                     k=k,
+                    removed_params=tp_removed if name == "torch-pruning heads" else removed,
+                )
+                ctx.record(
+                    "val_ppl",
+                    2**v,
+                    "byte perplexity",
+                    baseline="best Attn-DROP",
+                    baseline_value=2**best_drop,
+                    method=name,
+                    k=k,
                 )
     plot_lines(
         ks,
@@ -173,6 +228,15 @@ def linearization_quality(ctx: Context) -> None:
         ylabel="val bits/byte",
         title=f"NBL vs Attn-DROP ({n_layers}-layer Llama; original {base_bpb:.3f})",
     )
+
+
+def _torch_pruning_usable() -> bool:
+    try:
+        import torch_pruning  # noqa: F401
+    except ImportError:
+        print("nbl: torch-pruning (the `peers` extra) is not installed; its rows are skipped")
+        return False
+    return True
 
 
 def _decoder(d: int):
@@ -228,8 +292,8 @@ def decode_step(ctx: Context) -> None:
                 res = compare(
                     {"attention layer": attn_step, "NBL layer": nbl_step},
                     baseline="attention layer",
-                    min_time=ctx.pick(smoke=0.02, quick=0.15, full=0.5),
-                    max_time=ctx.pick(smoke=0.1, quick=0.6, full=3),
+                    min_time=ctx.pick(smoke=0.02, quick=0.3, full=0.5),
+                    max_time=ctx.pick(smoke=0.1, quick=1.0, full=3),
                 )
                 cm = nbl.decode_cost(d, kv * hd, t)
                 res.record(
