@@ -16,10 +16,9 @@ def test_gpu_toy():
 
 
 def test_task_corpora_disjoint():
-    files = [
-        set(task_corpus(p).train_files) | set(task_corpus(p).val_files) for p in TASKS.values()
-    ]
+    corpora = [task_corpus(p) for p in TASKS.values()]
+    files = [set(c.train_files) | set(c.val_files) for c in corpora]
     for i in range(len(files)):
-        assert files[i] and task_corpus(list(TASKS.values())[i]).val.numel() > 1000
+        assert files[i] and corpora[i].val.numel() > 1000
         for j in range(i):
             assert not files[i] & files[j]
