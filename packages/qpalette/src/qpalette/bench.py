@@ -10,8 +10,10 @@ row scales, group scales and sign vectors), and the linearity-theorem prediction
 against the measured KL to the FP model.
 
 * smoke: 1-layer width-32 toy model, L = 6 (L = 4 cannot reach 2 bits: KV < L), b̄ = 2.
-* quick: b̄ ∈ {2, 3, 4}, L = 8 (TCQ <= 3.5 bits at L = 8).
-* full: b̄ ∈ {2, 2.5, 3, 3.5, 4}, L = 10 (about 0.7 dB worse than the official L = 16).
+* quick: the same model trained 300 steps instead of 600, b̄ ∈ {2, 3}, L = 8 (TCQ <= 3.5 bits
+  at L = 8), no latency MSQ (its Viterbi arms); torchao NF4 once, as a 4-bit reference point.
+* full: 600 training steps, b̄ ∈ {2, 2.5, 3, 3.5, 4}, L = 10 (about 0.7 dB worse than the
+  official L = 16), every method.
 
 Speed (CPU, one thread): dequantize + matmul against the fp32 matmul (random codes: any word
 stream is a valid tail-biting TCQ code), Viterbi encode time against L, and the GEMV byte model.
@@ -43,7 +45,8 @@ def _model(ctx: Context):
     if ctx.smoke:
         cfg = tiny_llama_config(**SMOKE)
         return pretrained_tiny_llama(cfg, steps=30, batch_size=4, seq_len=64, progress=False)
-    return pretrained_tiny_llama(tiny_llama_config(**LLAMA), steps=600, seq_len=128)
+    steps = ctx.pick(smoke=30, quick=300, full=600)
+    return pretrained_tiny_llama(tiny_llama_config(**LLAMA), steps=steps, seq_len=128)
 
 
 def _fake_quant(model, fn):
@@ -128,7 +131,7 @@ def _quality(ctx: Context) -> None:
     corpus = stdlib_corpus()
     base = _model(ctx)
     L = ctx.pick(smoke=6, quick=8, full=10)
-    budgets = ctx.pick(smoke=[2.0], quick=[2.0, 3.0, 4.0], full=[2.0, 2.5, 3.0, 3.5, 4.0])
+    budgets = ctx.pick(smoke=[2.0], quick=[2.0, 3.0], full=[2.0, 2.5, 3.0, 3.5, 4.0])
     nb = ctx.pick(smoke=2, quick=20, full=40)
     seq = ctx.pick(smoke=64, quick=128, full=128)
 
@@ -209,10 +212,10 @@ def _quality(ctx: Context) -> None:
             m = copy.deepcopy(base)
             bits = _fake_quant(m, lambda n, w, b=b_int: nf_quantize(w, b, 64))
             add("nf", budget, m, bits, bits)
-            if ao and b_int == 4:
+            if ao and (b_int == 4 or (ctx.quick and budget == budgets[-1])):
                 m = copy.deepcopy(base)
                 bits = _fake_quant(m, lambda n, w: torchao_nf4(w))
-                add("torchao-nf4", budget, m, bits, bits)
+                add("torchao-nf4", 4.0, m, bits, bits)  # NF4 is 4-bit whatever the budget
             ours("higgs-like", budget, {n: f"nuq-{b_int}" for n in names})
         single = QuantizerSpec("tcq", budget, L=L) if 2 * budget < L else None
         if single is not None:
@@ -224,6 +227,8 @@ def _quality(ctx: Context) -> None:
             ctx.log(f"  msq-int at {budget}: {e}")
         a, gr = solve_memory_msq(sens, shapes, budget, table, palette, families=families(names))
         ours("msq-memory", budget, a, gr)
+        if ctx.quick:  # latency MSQ's Viterbi arms are the full run's
+            continue
         ref = single if single is not None else parse_spec(f"nuq-{min(4, max(2, b_int))}")
         lat_budget = sum(proxy_latency(ref, s) for s in shapes.values())
         a, gr = solve_latency_msq(
@@ -339,7 +344,7 @@ def dequant_matmul(ctx: Context) -> None:
         for s, qm in qms.items():
             fns[f"dequant+matmul {s}"] = lambda qm=qm, x=x: x @ qm.dequantize().T
         with single_thread():
-            res = compare(fns, baseline="fp32 matmul", rounds=ctx.pick(3, 7, 15), min_time=0.0)
+            res = compare(fns, baseline="fp32 matmul", rounds=ctx.pick(3, 5, 15), min_time=0.0)
         res.record(ctx, n=n, k=k, batch=m)
         ctx.log(str(res))
 
@@ -350,7 +355,7 @@ def viterbi_time(ctx: Context) -> None:
     from .codebooks import trellis_lut, trellis_tau
     from .quantizers import viterbi_tailbiting
 
-    Ls = ctx.pick(smoke=[4, 6], quick=[6, 8, 10, 12], full=[6, 8, 10, 12, 14, 16])
+    Ls = ctx.pick(smoke=[4, 6], quick=[6, 8, 10], full=[6, 8, 10, 12, 14, 16])
     tiles = ctx.pick(smoke=4, quick=64, full=64)
     tau = trellis_tau(9)
     X = torch.randn(tiles, 128, 2, generator=torch.Generator().manual_seed(0))
