@@ -28,7 +28,8 @@ SWEEP = [
 
 
 @pytest.mark.parametrize(("rows", "k", "m", "v", "bits", "g"), SWEEP)
-@pytest.mark.parametrize("n", [1, 3, 19])
+# N = 1 (GEMV), 3 (small-N loop), 5 and 19 (token-blocked kernel, one and two chunks)
+@pytest.mark.parametrize("n", [1, 3, 5, 19])
 def test_numba_kernel_vs_reference(rows, k, m, v, bits, g, n):
     codes, books, scales = random_format(rows, k, m, v, bits, g, seed=n)
     x = randn(n, k, seed=5)
@@ -91,3 +92,16 @@ def test_state_dict_keeps_the_stored_format():
     sd = q.state_dict()
     assert set(sd) == {"codes", "codebooks", "scales", "bias"}
     assert sd["codes"].shape == (9, 8, 2)
+
+
+@pytest.mark.parametrize("n", [1, 3, 19])
+def test_numba_parallel_build_vs_reference(n):
+    """Two threads run the ``prange`` build (the default suite runs one thread: the serial build)."""
+    from neurips25_core.bench import num_threads
+
+    codes, books, scales = random_format(300, 200, 2, 8, 8, 40, seed=n)
+    x = randn(n, 200, seed=5)
+    ref = codebook_matmul_reference(x.double(), codes, books.double(), scales.double())
+    with num_threads(2):
+        y = psumbook_cpu(x, cpu_layout(codes, books, scales), 256, out=poisoned_empty(n, 300))
+    assert_close(y, ref, rtol=1e-5, name="numba psumbook, 2 threads")

@@ -32,15 +32,20 @@ def _packed(n, k, bits, seed=0, bias=True):
 
 @pytest.mark.parametrize("bits", BITS)
 @pytest.mark.parametrize(("out", "k"), [(300, 203), (37, 77), (5, 1)])
-@pytest.mark.parametrize("n", [1, 3, 19])
+@pytest.mark.parametrize("n", [1, 3, 5, 19])
 def test_numba_kernel_vs_reference(bits, out, k, n):
     """Odd M (not a multiple of the 256-row block), K not a multiple of 32; NaN scratch first."""
     p = _packed(out, k, bits, seed=n)
     x = randn(n, k, seed=3)
     ref = packed_matmul(x.double(), p.planes, p.scale.double(), bits, k, backend="reference")
-    width = 1 if n == 1 else (2 if n <= 2 else 4 if n <= 4 else 8 if n <= 8 else 16)
     padded = -(-out // ROW_TILE) * ROW_TILE
-    shape = (padded,) if n == 1 else (-(-n // width), padded, width)
+    if n == 1:
+        shape = (padded,)
+    elif n <= 4:  # the small-N loop
+        shape = (n, padded)
+    else:  # the token-blocked kernel
+        width = 8 if n <= 8 else 16
+        shape = (-(-n // width), padded, width)
     scratch = np.full(shape, np.nan, np.float32)
     y = packed_matmul_cpu(x, cpu_layout(p.planes, p.scale, bits), scratch=scratch)
     assert_close(y, ref, rtol=1e-5, name=f"numba {bits}-bit")
@@ -83,3 +88,16 @@ def test_numba_errors_and_grad_fallback():
         packed_matmul_cpu(
             x.detach(), cpu_layout(p.planes, p.scale, 2), scratch=np.empty(3, np.float32)
         )
+
+
+@pytest.mark.parametrize("n", [1, 3, 19])
+def test_numba_parallel_build_vs_reference(n):
+    """Two threads run the ``prange`` build (the default suite runs one thread: the serial build)."""
+    from neurips25_core.bench import num_threads
+
+    p = _packed(300, 203, 3, seed=n)
+    x = randn(n, 203, seed=3)
+    ref = packed_matmul(x.double(), p.planes, p.scale.double(), 3, 203, backend="reference")
+    with num_threads(2):
+        y = packed_matmul_cpu(x, cpu_layout(p.planes, p.scale, 3))
+    assert_close(y, ref, rtol=1e-5, name="numba 3-bit, 2 threads")

@@ -145,41 +145,98 @@ def _gemm_source(width: int):
     R = ROW_TILE
     W = width
 
-    def gemm(lut, codes, scales, per_group, out):  # pragma: no cover - compiled
+    def gemm(lut, codes, scales, per_group, per_block, out):  # pragma: no cover - compiled
         # lut [J, m, C, W]; codes [T, J, m, R]; scales [T, G, R]; out [T·R, W]
         tiles, _, m, _ = codes.shape
         groups = scales.shape[1]
-        for b in numba.prange(tiles):
-            cb = codes[b]
-            sb = scales[b]
-            acc = np.zeros((R, W), np.float32)
-            part = np.empty((R, W), np.float32)
+        blocks = (tiles + per_block - 1) // per_block
+        for bb in numba.prange(blocks):
+            b0 = bb * per_block
+            nb = min(tiles, b0 + per_block) - b0
+            acc = np.zeros((nb, R, W), np.float32)
+            part = np.empty((nb, R, W), np.float32)
             for gi in range(groups):
                 part[:] = 0
                 for j in range(gi * per_group, (gi + 1) * per_group):
                     for k in range(m):
                         tk = lut[j, k]
-                        ck = cb[j, k]
-                        for r in range(R):
-                            row = tk[ck[r]]
-                            for t in range(W):
-                                part[r, t] += row[t]
-                s = sb[gi]
-                for r in range(R):
-                    for t in range(W):
-                        acc[r, t] += part[r, t] * s[r]
-            out[b * R : (b + 1) * R] = acc
+                        for i in range(nb):
+                            ck = codes[b0 + i, j, k]
+                            pi = part[i]
+                            for r in range(R):
+                                row = tk[ck[r]]
+                                for t in range(W):
+                                    pi[r, t] += row[t]
+                for i in range(nb):
+                    s = scales[b0 + i, gi]
+                    for r in range(R):
+                        for t in range(W):
+                            acc[i, r, t] += part[i, r, t] * s[r]
+            out[b0 * R : (b0 + nb) * R] = acc.reshape(nb * R, W)
 
     return gemm
 
 
-@functools.cache
-def _compiled(width: int, parallel: bool):
-    """The kernel for a token width (1: the GEMV) and a build (serial or ``prange``-parallel)."""
+def _small_source():
     import numba
 
-    source = _gemv_source() if width == 1 else _gemm_source(width)
+    R = ROW_TILE
+
+    def small(lut, codes, scales, per_group, out):  # pragma: no cover - compiled
+        # lut [J, m, N, C]; codes [T, J, m, R]; scales [T, G, R]; out [N, T·R]
+        tiles, _, m, _ = codes.shape
+        n = lut.shape[2]
+        groups = scales.shape[1]
+        for b in numba.prange(tiles):
+            cb = codes[b]
+            sb = scales[b]
+            acc = np.zeros((n, R), np.float32)
+            part = np.empty((n, R), np.float32)
+            for gi in range(groups):
+                part[:] = 0
+                for j in range(gi * per_group, (gi + 1) * per_group):
+                    for k in range(m):
+                        ck = cb[j, k]
+                        for t in range(n):
+                            tt = lut[j, k, t]
+                            pt = part[t]
+                            for r in range(R):
+                                pt[r] += tt[ck[r]]
+                s = sb[gi]
+                for t in range(n):
+                    for r in range(R):
+                        acc[t, r] += part[t, r] * s[r]
+            out[:, b * R : (b + 1) * R] = acc
+
+    return small
+
+
+#: Up to this many tokens the kernel loops tokens inside each code (a GEMV per token sharing the
+#: code stream); beyond, it runs the token-blocked kernel.
+SMALL_N = 4
+
+
+#: Bytes of partial and running sums a batched work item keeps (sized for a core's L2).
+BLOCK_BYTES = 256 << 10
+
+
+@functools.cache
+def _compiled(width: int, parallel: bool):
+    """The kernel for a token width (1: the GEMV, 0: the small-N loop) and a build (serial or ``prange``-parallel)."""
+    import numba
+
+    if width == 0:
+        source = _small_source()
+    else:
+        source = _gemv_source() if width == 1 else _gemm_source(width)
     return numba.njit(parallel=parallel, fastmath=True, cache=True, nogil=True)(source)
+
+
+def numba_threads() -> int:
+    """The thread count the kernels run on: ``torch.get_num_threads()``, capped at numba's pool."""
+    import numba
+
+    return max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS))
 
 
 @contextlib.contextmanager
@@ -187,7 +244,7 @@ def _threads():
     """Yields whether to run the parallel build; sets numba's thread count to torch's meanwhile."""
     import numba
 
-    want = max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS))
+    want = numba_threads()
     if want == 1:
         yield False
         return
@@ -229,25 +286,45 @@ def psumbook_cpu(
         raise ValueError(
             f"out: expected contiguous float32 {(n, rows)}, got {out.dtype} {tuple(out.shape)}"
         )
-    # [N·K/v, v] @ [v, m·C] -> [N, K/v, m, C]
-    lut = (x.reshape(n * num_vectors, v) @ layout.codebooks.t()).view(
-        n, num_vectors, m, codebook_size
-    )
     with _threads() as parallel:
         if n == 1:
+            # [K/v, v] @ [v, m·C] -> [K/v, m, C]
+            lut = (x.reshape(num_vectors, v) @ layout.codebooks.t()).view(
+                1, num_vectors, m, codebook_size
+            )
             res = np.full(tiles * ROW_TILE, np.nan, np.float32)
             _compiled(1, parallel)(
                 lut[0].numpy(), layout.codes, layout.scales, layout.vectors_per_group, res
             )
             out[0] = torch.from_numpy(res[:rows])
             return out
+        if n <= SMALL_N:
+            # [K/v, v] @ [v, m·C] -> [K/v, m, N, C]
+            lut = (x.view(n, num_vectors, v) @ layout.codebooks.t()).view(
+                n, num_vectors, m, codebook_size
+            )
+            res = np.full((n, tiles * ROW_TILE), np.nan, np.float32)
+            _compiled(0, parallel)(
+                np.ascontiguousarray(lut.permute(1, 2, 0, 3).numpy()),
+                layout.codes, layout.scales, layout.vectors_per_group, res,
+            )  # fmt: skip
+            out.copy_(torch.from_numpy(res[:, :rows]))
+            return out
         width = next((w for w in TOKEN_BLOCKS if w >= n), TOKEN_BLOCKS[-1])
         gemm = _compiled(width, parallel)
-        for n0 in range(0, n, width):
-            n1 = min(n, n0 + width)
-            chunk = np.zeros((num_vectors, m, codebook_size, width), np.float32)
-            chunk[..., : n1 - n0] = lut[n0:n1].permute(1, 2, 3, 0).numpy()
+        # row tiles per work item: the table is read once per item, the sums stay in L2
+        threads = numba_threads() if parallel else 1
+        per_block = max(1, min(BLOCK_BYTES // (8 * ROW_TILE * width), -(-tiles // threads)))
+        chunks = -(-n // width)
+        xp = torch.zeros(chunks * width, k, dtype=torch.float32)
+        xp[:n] = x
+        # [m·C, v] @ [chunks, J, v, w] -> [chunks, J, m·C, w]: the table in kernel order
+        xb = xp.view(chunks, width, num_vectors, v).permute(0, 2, 3, 1)
+        lut = torch.matmul(layout.codebooks, xb).view(chunks, num_vectors, m, codebook_size, width)
+        for c in range(chunks):
             res = np.full((tiles * ROW_TILE, width), np.nan, np.float32)
-            gemm(chunk, layout.codes, layout.scales, layout.vectors_per_group, res)
+            gemm(lut[c].numpy(), layout.codes, layout.scales, layout.vectors_per_group,
+                 per_block, res)  # fmt: skip
+            n0, n1 = c * width, min(n, (c + 1) * width)
             out[n0:n1] = torch.from_numpy(res[:rows, : n1 - n0].T)
     return out

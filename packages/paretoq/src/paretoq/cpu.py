@@ -127,41 +127,90 @@ def _gemv_source():
     return gemv
 
 
+def _small_source():
+    import numba
+
+    R = ROW_TILE
+
+    def small(lut, codes, out, first):  # pragma: no cover - compiled
+        # lut [J, N, 256]; codes [T, J, R]; out [N, T·R] (written when first, else accumulated)
+        tiles, num_bytes, _ = codes.shape
+        n = lut.shape[1]
+        for b in numba.prange(tiles):
+            cb = codes[b]
+            acc = np.zeros((n, R), np.float32)
+            for j in range(num_bytes):
+                cj = cb[j]
+                for t in range(n):
+                    tt = lut[j, t]
+                    at = acc[t]
+                    for r in range(R):
+                        at[r] += tt[cj[r]]
+            o = out[:, b * R : (b + 1) * R]
+            if first:
+                o[:] = acc
+            else:
+                o += acc
+
+    return small
+
+
 def _gemm_source(width: int):
     import numba
 
     R = ROW_TILE
     W = width
 
-    def gemm(lut, codes, out, first):  # pragma: no cover - compiled
+    def gemm(lut, codes, per_block, out, first):  # pragma: no cover - compiled
         # lut [J, 256, W]; codes [T, J, R]; out [T·R, W] (written when first, else accumulated)
         tiles, num_bytes, _ = codes.shape
-        for b in numba.prange(tiles):
-            cb = codes[b]
-            acc = np.zeros((R, W), np.float32)
+        blocks = (tiles + per_block - 1) // per_block
+        for bb in numba.prange(blocks):
+            b0 = bb * per_block
+            nb = min(tiles, b0 + per_block) - b0
+            acc = np.zeros((nb, R, W), np.float32)
             for j in range(num_bytes):
                 tj = lut[j]
-                cj = cb[j]
-                for r in range(R):
-                    row = tj[cj[r]]
-                    for t in range(W):
-                        acc[r, t] += row[t]
-            o = out[b * R : (b + 1) * R]
+                for i in range(nb):
+                    cj = codes[b0 + i, j]
+                    ai = acc[i]
+                    for r in range(R):
+                        row = tj[cj[r]]
+                        for t in range(W):
+                            ai[r, t] += row[t]
+            o = out[b0 * R : (b0 + nb) * R]
             if first:
-                o[:] = acc
+                o[:] = acc.reshape(nb * R, W)
             else:
-                o += acc
+                o += acc.reshape(nb * R, W)
 
     return gemm
 
 
+#: Up to this many tokens the kernel loops tokens inside each code byte (a GEMV per token sharing
+#: the code stream); beyond, it runs the token-blocked kernel.
+SMALL_N = 4
+#: Bytes of running sums a batched work item keeps (sized for a core's L2).
+BLOCK_BYTES = 256 << 10
+
+
 @functools.cache
 def _compiled(width: int, parallel: bool):
-    """The kernel for a token width (1: the GEMV) and a build (serial or ``prange``-parallel)."""
+    """The kernel for a token width (1: the GEMV, 0: the small-N loop) and a build (serial or ``prange``-parallel)."""
     import numba
 
-    source = _gemv_source() if width == 1 else _gemm_source(width)
+    if width == 0:
+        source = _small_source()
+    else:
+        source = _gemv_source() if width == 1 else _gemm_source(width)
     return numba.njit(parallel=parallel, fastmath=True, cache=True, nogil=True)(source)
+
+
+def numba_threads() -> int:
+    """The thread count the kernels run on: ``torch.get_num_threads()``, capped at numba's pool."""
+    import numba
+
+    return max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS))
 
 
 @contextlib.contextmanager
@@ -169,7 +218,7 @@ def _threads():
     """Yields whether to run the parallel build; sets numba's thread count to torch's meanwhile."""
     import numba
 
-    want = max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS))
+    want = numba_threads()
     if want == 1:
         yield False
         return
@@ -186,9 +235,9 @@ def packed_matmul_cpu(
 ) -> torch.Tensor:
     """``s ⊙ (x·(C − z)ᵀ)``: x ``[N, K]`` -> float32 ``[N, M]`` (needs numba; no bias).
 
-    ``scratch`` (tests): the float32 ``[M_pad]`` (N = 1) or ``[ceil(N/w), M_pad, w]`` buffer the
-    kernel writes (M_pad: M rounded up to :data:`ROW_TILE`), e.g. NaN-filled to show that every
-    entry is written.
+    ``scratch`` (tests): the float32 ``[M_pad]`` (N = 1), ``[N, M_pad]`` (N ≤ :data:`SMALL_N`) or
+    ``[ceil(N/w), M_pad, w]`` buffer the kernel writes (M_pad: M rounded up to :data:`ROW_TILE`),
+    e.g. NaN-filled to show that every entry is written.
 
     Example:
         >>> import torch, paretoq
@@ -204,31 +253,45 @@ def packed_matmul_cpu(
     rows = layout.rows
     padded = layout.planes[0].shape[0] * ROW_TILE
     x = x.detach().to(torch.float32)
-    width = 1 if n == 1 else next((w for w in TOKEN_BLOCKS if w >= n), TOKEN_BLOCKS[-1])
-    chunks = -(-n // width)
-    shape = (padded,) if n == 1 else (chunks, padded, width)
+    if n == 1:
+        width, chunks, shape = 1, 1, (padded,)
+    elif n <= SMALL_N:
+        width, chunks, shape = 0, 1, (n, padded)
+    else:
+        width = next((w for w in TOKEN_BLOCKS if w >= n), TOKEN_BLOCKS[-1])
+        chunks = -(-n // width)
+        shape = (chunks, padded, width)
     out = np.empty(shape, np.float32) if scratch is None else scratch
     if out.shape != shape or out.dtype != np.float32:
         raise ValueError(f"scratch: expected float32 {shape}, got {out.dtype} {out.shape}")
     with _threads() as parallel:
         kernel = _compiled(width, parallel)
+        tiles = layout.planes[0].shape[0]
+        threads = numba_threads() if parallel else 1
+        per_block = max(1, min(BLOCK_BYTES // (4 * ROW_TILE * max(width, 1)), -(-tiles // threads)))
         for p, (codes, table) in enumerate(zip(layout.planes, layout.tables)):
             num_bytes = codes.shape[1]
             t = table.shape[1]
-            # x padded to whole bytes and to whole token blocks: [chunks·w, J·t]
-            xp = torch.zeros(chunks * width, num_bytes * t, dtype=torch.float32)
+            # x padded to whole bytes (and to whole token blocks): [tokens, J·t]
+            xp = torch.zeros(max(n, chunks * width), num_bytes * t, dtype=torch.float32)
             xp[:n, :k] = x
             if n == 1:
                 lut = xp.view(num_bytes, t) @ table.t()  # [J, 256]
                 kernel(lut.numpy(), codes, out, p == 0)
-                continue
-            # [chunks, J, t, w] -> table [256, t] @ -> [chunks, J, 256, w]
-            xb = xp.view(chunks, width, num_bytes, t).permute(0, 2, 3, 1)
-            lut = torch.matmul(table, xb).contiguous()
-            for c in range(chunks):
-                kernel(lut[c].numpy(), codes, out[c], p == 0)
+            elif width == 0:
+                # [J, N, t] @ [t, 256] -> [J, N, 256]
+                lut = xp.view(n, num_bytes, t).transpose(0, 1) @ table.t()
+                kernel(lut.contiguous().numpy(), codes, out, p == 0)
+            else:
+                # [chunks, J, t, w] -> table [256, t] @ -> [chunks, J, 256, w]
+                xb = xp.view(chunks, width, num_bytes, t).permute(0, 2, 3, 1)
+                lut = torch.matmul(table, xb).contiguous()
+                for c in range(chunks):
+                    kernel(lut[c].numpy(), codes, per_block, out[c], p == 0)
     if n == 1:
         y = torch.from_numpy(out[:rows]).view(1, rows)
+    elif width == 0:
+        y = torch.from_numpy(out[:, :rows])
     else:
         y = torch.from_numpy(out).permute(0, 2, 1).reshape(chunks * width, padded)[:n, :rows]
     return y * layout.scale
