@@ -1,8 +1,10 @@
 """GPU measurements for mambaspectrum: correctness vs the float64 reference, then timings.
 
-There is no Triton kernel yet, so this times the chunked torch scan against HF's slow path and
-mambapy (when importable) on CUDA at L = 16K and 64K on a mamba-130m-shaped layer (d_inner 1536,
-N 16), then one 30-iteration SPSA calibration of a random mamba-130m-shaped model at 16K.
+Times the forward Triton scan and the chunked torch scan against HF's slow path, mambapy and
+mamba-ssm's CUDA kernel (each when importable) at L = 16K and 64K on a mamba-130m-shaped layer
+(d_inner 1536, N 16), each checked against the float64 reference first, then one 30-iteration SPSA
+calibration of a random mamba-130m-shaped model at 16K (mixers patched with ``backend="auto"``:
+Triton on CUDA). ``--toy`` runs the same at tiny shapes (Triton under TRITON_INTERPRET=1 on CPU).
 
     python packages/mambaspectrum/benchmarks/gpu.py            # on a GPU
     python packages/mambaspectrum/benchmarks/gpu.py --toy      # tiny shapes, any device (tested on CPU)
@@ -59,6 +61,17 @@ def main(argv=None) -> dict:
             fns["mambapy"] = lambda xs=xs: mamba_selective_scan(*xs, use_mambapy=True)
         except ImportError:
             row["mambapy"] = "not installed"
+        from neurips25_core.device import triton_usable
+
+        if triton_usable() and (device == "cuda" or args.toy):
+            fns["triton"] = lambda xs=xs: selective_scan(*xs, backend="triton")
+        try:
+            from mamba_ssm.ops.selective_scan_interface import selective_scan_fn
+
+            if device == "cuda":
+                fns["mamba_ssm"] = lambda xs=xs: selective_scan_fn(*xs)
+        except ImportError:
+            row["mamba_ssm"] = "not installed"
         for name, fn in fns.items():
             with torch.no_grad():
                 y = fn()
@@ -78,7 +91,7 @@ def main(argv=None) -> dict:
     model = MambaForCausalLM(
         MambaConfig(vocab_size=256, hidden_size=hidden, num_hidden_layers=layers, state_size=16)
     )
-    model = patch_fast_forward(model.to(device).eval())
+    model = patch_fast_forward(model.to(device).eval(), backend="auto")
     ids = torch.randint(0, 256, (1, length), device=device)
     t0 = time.perf_counter()
     res = calibrate_spsa(model, ids, Scaler(model, mode="spectrum"), iters=iters)

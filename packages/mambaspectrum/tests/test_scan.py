@@ -116,3 +116,33 @@ def test_mamba2_reference_matches_hf_chunk_scan(length, groups, with_h0):
     assert y.dtype == torch.float64
     assert_close(y_hf.double(), y, rtol=1e-5)
     assert_close(h_hf.double(), h, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("length", "d", "n", "with_h0", "gate"), [(37, 5, 3, True, True), (16, 40, 16, False, False)]
+)
+def test_triton_matches_reference_interpreted(length, d, n, with_h0, gate, monkeypatch):
+    """The forward Triton kernel (TRITON_INTERPRET=1 on CPU, set by the root conftest) against the
+    float64 reference: ragged L, d_inner not a multiple of the block, N not a power of two, h0."""
+    from neurips25_core.device import triton_usable
+
+    if not triton_usable():
+        pytest.skip("triton not usable here (needs CUDA or TRITON_INTERPRET=1)")
+    u, delta, A, B, C, D, z, h0 = inputs(d=d, n=n, length=length, with_h0=with_h0)
+    import mambaspectrum.kernels.scan as kernels
+
+    from neurips25_core.testing import poisoned_empty
+
+    monkeypatch.setattr(kernels, "_empty", poisoned_empty)  # unwritten outputs would stay NaN
+    z = z if gate else None
+    y, h = selective_scan(u, delta, A, B, C, D, z, h0, return_last_state=True, backend="triton")
+    y_ref, h_ref = selective_scan_ref(u, delta, A, B, C, D, z, h0, return_last_state=True)
+    assert y.dtype == torch.float32 and torch.isfinite(y).all()
+    assert_close(y, y_ref, rtol=1e-5)
+    assert_close(h, h_ref, rtol=1e-5)
+
+
+def test_triton_refuses_autograd():
+    u, delta, A, B, C, *_ = inputs(length=8)
+    with pytest.raises(ValueError, match="backend"):
+        selective_scan(u.requires_grad_(True), delta, A, B, C, backend="triton")

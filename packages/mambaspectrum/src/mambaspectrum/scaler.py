@@ -231,8 +231,10 @@ def patch_fast_forward(model, backend: str = "chunked"):
         raise TypeError(
             f"model: patch_fast_forward supports Mamba-1 only, got {type(model).__name__}"
         )
-    if backend not in ("chunked", "reference"):
-        raise ValueError(f"backend: expected 'chunked' or 'reference', got {backend!r}")
+    if backend not in ("auto", "chunked", "reference", "triton"):
+        raise ValueError(
+            f"backend: expected 'auto', 'chunked', 'reference' or 'triton', got {backend!r}"
+        )
     for m in mixers:
         if not hasattr(m, "_mambaspectrum_original_forward"):
             m._mambaspectrum_original_forward = m.forward

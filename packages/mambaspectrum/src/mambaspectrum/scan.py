@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from .reference import selective_scan_ref
 
-BACKENDS = ("auto", "reference", "chunked")
+BACKENDS = ("auto", "reference", "chunked", "triton")
 # exp(600) ~ 1e260 leaves float64 headroom for the products with x and h.
 _MAX_LOG_DECAY = 600.0
 
@@ -110,6 +110,22 @@ def selective_scan_chunked(
     return (y, h.to(out_dtype) if out_dtype != torch.float64 else h) if return_last_state else y
 
 
+def _check_triton(u: torch.Tensor, needs_grad: bool) -> None:
+    from neurips25_core.device import triton_available, triton_interpret
+
+    if not triton_available():
+        raise ValueError("backend: 'triton' requested but triton is not installed")
+    if not u.is_cuda and not triton_interpret():
+        raise ValueError(
+            f"backend: 'triton' needs CUDA tensors, or TRITON_INTERPRET=1 for CPU tensors; got "
+            f"device {u.device}"
+        )
+    if needs_grad:
+        raise ValueError(
+            "backend: 'triton' is forward-only (inference, calibration); use 'chunked' to train"
+        )
+
+
 def selective_scan(
     u, delta, A, B, C, D=None, z=None, h0=None, return_last_state=False, backend="auto", chunk=128
 ):
@@ -118,8 +134,9 @@ def selective_scan(
     Args:
         u, delta: (batch, d_inner, L); ``delta`` positive (softplus already applied).
         A: (d_inner, N). B, C: (batch, N, L). D: (d_inner,). z: gate, as ``u``. h0: (batch, d_inner, N).
-        backend: ``"auto"`` (the chunked torch scan), ``"chunked"`` or ``"reference"`` (float64 loop).
-            There is no Triton kernel yet (see the README).
+        backend: ``"auto"`` (Triton on CUDA without autograd, else the chunked torch scan),
+            ``"chunked"``, ``"reference"`` (float64 loop) or ``"triton"`` (forward-only kernel,
+            fp32 state; CUDA, or CPU under ``TRITON_INTERPRET=1``).
 
     Returns:
         y, or ``(y, last_state)`` when ``return_last_state``.
@@ -137,4 +154,16 @@ def selective_scan(
         raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
     if backend == "reference":
         return selective_scan_ref(u, delta, A, B, C, D, z, h0, return_last_state)
+    needs_grad = torch.is_grad_enabled() and any(
+        t is not None and t.requires_grad for t in (u, delta, A, B, C, D, z, h0)
+    )
+    if backend == "auto":
+        from neurips25_core.device import use_triton_for
+
+        backend = "triton" if use_triton_for(u) and not needs_grad else "chunked"
+    if backend == "triton":
+        _check_triton(u, needs_grad)
+        from .kernels.scan import triton_selective_scan
+
+        return triton_selective_scan(u, delta, A, B, C, D, z, h0, return_last_state)
     return selective_scan_chunked(u, delta, A, B, C, D, z, h0, return_last_state, chunk=chunk)

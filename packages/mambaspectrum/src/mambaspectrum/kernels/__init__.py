@@ -1,0 +1,1 @@
+"""Triton kernels (imported lazily: importing :mod:`mambaspectrum` never imports triton)."""
