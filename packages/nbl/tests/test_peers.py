@@ -53,3 +53,13 @@ def test_whole_layer_becomes_drop_and_bad_input():
     assert model(torch.randint(0, 256, (1, 8))).logits.isfinite().all()
     with pytest.raises(ValueError, match="n_params"):
         prune_attention_heads(_model(), n_params=0)
+
+
+def test_rounding_brackets_the_target():
+    per = head_groups(_model())[0]["params"]
+    target = int(1.5 * per)
+    down = prune_attention_heads(_model(), target, rounding="down")
+    up = prune_attention_heads(_model(), target, rounding="up")
+    assert down["removed"] == per <= target <= up["removed"] == 2 * per
+    with pytest.raises(ValueError, match="rounding"):
+        prune_attention_heads(_model(), target, rounding="floor")

@@ -7,8 +7,8 @@ calibration windows come from one half, bits/byte and byte perplexity (2**bpb) f
 calibration is disjoint from training and from evaluation. k = 1..4 replaced attention layers
 under NBL-CCA (the paper), NBL-cosine, NBL-random (3 seeds), NBL-CCA with sequential
 recalibration (ablation), Attn-DROP (LLM-Drop, cosine ranking, and CCA ranking as a second
-setting) and the torch-pruning peer (whole GQA head groups by L2 magnitude, at the parameter
-count NBL-CCA removes), plus the Spearman correlation of S_ℓ with each single-layer perplexity
+setting) and the torch-pruning peer (whole GQA head groups by L2 magnitude; groups are coarse,
+so it runs at the largest count removing ≤ and the smallest removing ≥ NBL-CCA's parameters), plus the Spearman correlation of S_ℓ with each single-layer perplexity
 increase.
 
 Speed (CPU, one thread, medians of ``bench.compare``): one decoder layer's decode step with a
@@ -191,13 +191,17 @@ def linearization_quality(ctx: Context) -> None:
             )
             rows["NBL-CCA sequential"] = evaluate_bpb(m, corpus, **ev)
             removed = nbl.removed_parameters(base.config, nbl.select(reps, k, "cca"))[0]
-            tp_removed = None
+            tp_removed: dict[str, int] = {}
             if tp_ok:
                 from nbl.peers import prune_attention_heads
 
-                m = copy.deepcopy(base)
-                tp_removed = prune_attention_heads(m, removed)["removed"]
-                rows["torch-pruning heads"] = evaluate_bpb(m, corpus, **ev)
+                # whole GQA groups: bracket NBL's removed count from below and above
+                tp_removed = {}
+                for rounding, label in (("down", "≤"), ("up", "≥")):
+                    m = copy.deepcopy(base)
+                    name = f"torch-pruning heads ({label} params)"
+                    tp_removed[name] = prune_attention_heads(m, removed, rounding)["removed"]
+                    rows[name] = evaluate_bpb(m, corpus, **ev)
             best_drop = min(rows["Attn-DROP (cosine)"], rows["Attn-DROP (CCA order)"])
             for name, v in rows.items():
                 curves.setdefault(name, []).append(v)
@@ -209,7 +213,7 @@ def linearization_quality(ctx: Context) -> None:
                     baseline_value=best_drop,
                     method=name,
                     k=k,
-                    removed_params=tp_removed if name == "torch-pruning heads" else removed,
+                    removed_params=tp_removed.get(name, removed),
                 )
                 ctx.record(
                     "val_ppl",

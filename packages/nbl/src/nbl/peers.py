@@ -55,27 +55,35 @@ def head_groups(model) -> list[dict]:
     return out
 
 
-def prune_attention_heads(model, n_params: int) -> dict:
+def prune_attention_heads(model, n_params: int, rounding: str = "nearest") -> dict:
     """Remove the least important KV-head groups (globally) until about ``n_params`` are gone.
 
-    The number of groups is the one whose removed count is closest to ``n_params`` (at least
-    one). In place; returns ``{"removed": exact count, "groups": [(layer, kv_head), ...]}``.
-    Raises ``ImportError`` when torch-pruning is not installed.
+    Groups come whole, so the count rarely matches: ``rounding="nearest"`` takes the number of
+    groups whose removed count is closest to ``n_params``, ``"down"`` the most groups removing at
+    most ``n_params``, ``"up"`` the fewest removing at least ``n_params`` (always at least one
+    group, at most all). In place; returns ``{"removed": exact count, "groups": [(layer,
+    kv_head), ...]}``. Raises ``ImportError`` when torch-pruning is not installed.
     """
     import torch_pruning as tp
 
     if not isinstance(n_params, int) or isinstance(n_params, bool) or n_params < 1:
         raise ValueError(f"n_params: expected a positive int, got {n_params!r}")
+    if rounding not in ("nearest", "down", "up"):
+        raise ValueError(f"rounding: expected 'nearest', 'down' or 'up', got {rounding!r}")
     groups = sorted(head_groups(model), key=lambda r: r["importance"])
     if not groups:
         raise ValueError("model: no attention heads left to prune")
     before = sum(p.numel() for p in model.parameters())
-    cum, best, best_err = 0, 1, None
-    for n, r in enumerate(groups, 1):
+    cums, cum = [], 0
+    for r in groups:
         cum += r["params"]
-        err = abs(cum - n_params)
-        if best_err is None or err < best_err:
-            best, best_err = n, err
+        cums.append(cum)
+    if rounding == "nearest":
+        best = min(range(len(cums)), key=lambda i: abs(cums[i] - n_params)) + 1
+    elif rounding == "down":
+        best = max(1, sum(c <= n_params for c in cums))
+    else:
+        best = next((i + 1 for i, c in enumerate(cums) if c >= n_params), len(cums))
     chosen = groups[:best]
     decoder = _layers(model)
     by_layer: dict[int, list[int]] = {}
