@@ -1,6 +1,6 @@
 """The mambaspectrum benchmark suite (``neurips25 bench mambaspectrum``).
 
-``length_extension`` (quality): a tiny Mamba-1 trained here at a short context on the stdlib
+``length_extension`` (quality): a tiny Mamba-1 and a tiny Mamba-2 trained here at a short context on the stdlib
 corpus, then perplexity at up to 8x (quick) / 32x (full) the training length for vanilla, the
 MambaExtend ``delta`` baseline, ``spectrum`` (the paper) and ``a_linear``, each SPSA-calibrated
 with the same budget. ``scan_speed`` (speed): HF's slow path, mambapy and the chunked scan on a
@@ -26,8 +26,8 @@ SUITE = Suite(
 MODES = ("vanilla", "delta", "spectrum", "a_linear")
 
 
-def _trained_mamba(ctx: Context, seed: int):
-    from transformers import MambaConfig, MambaForCausalLM
+def _trained_mamba(ctx: Context, seed: int, family: str = "mamba1"):
+    from transformers import Mamba2Config, Mamba2ForCausalLM, MambaConfig, MambaForCausalLM
 
     from neurips25_core.data import stdlib_corpus
     from neurips25_core.models import cached_checkpoint, train, train_arguments
@@ -40,9 +40,25 @@ def _trained_mamba(ctx: Context, seed: int):
     steps = ctx.pick(smoke=15, quick=300, full=1500)
     # quick trains on 4 sequences per step (16 in full): ~5 s per 16x128 step on a loaded 2-core box
     batch = ctx.pick(smoke=16, quick=4, full=16)
-    cfg = MambaConfig(
-        vocab_size=256, hidden_size=hidden, num_hidden_layers=layers, state_size=16, expand=2
-    )
+    if family == "mamba1":
+        cfg = MambaConfig(
+            vocab_size=256, hidden_size=hidden, num_hidden_layers=layers, state_size=16, expand=2
+        )
+        cls = MambaForCausalLM
+    else:  # Mamba-2: heads of 64 channels (4 x 64 in full), state 32, one group
+        cfg = Mamba2Config(
+            vocab_size=256,
+            hidden_size=hidden,
+            num_hidden_layers=layers,
+            state_size=ctx.pick(smoke=16, quick=32, full=32),
+            num_heads=2 * hidden // 64 if hidden >= 64 else 1,
+            head_dim=64 if hidden >= 64 else 2 * hidden,
+            n_groups=1,
+            expand=2,
+            chunk_size=seq_len,
+        )
+        cls = Mamba2ForCausalLM
+    fast = family == "mamba1"  # Mamba-2 trains through transformers' torch SSD path
     corpus = stdlib_corpus()
     kwargs = dict(
         steps=steps, lr=2e-3, batch_size=batch, seq_len=seq_len, seed=seed, progress=False
@@ -50,11 +66,14 @@ def _trained_mamba(ctx: Context, seed: int):
 
     def build():
         torch.manual_seed(seed)
-        model = patch_fast_forward(MambaForCausalLM(cfg))
+        model = cls(cfg)
+        if fast:
+            patch_fast_forward(model)
         t0 = time.perf_counter()
         with single_thread():
             result = train(model, corpus, **kwargs)
-        unpatch_fast_forward(model)
+        if fast:
+            unpatch_fast_forward(model)
         return model.state_dict(), {
             "final_loss": float(result.losses[-1]),
             "seconds": time.perf_counter() - t0,
@@ -66,10 +85,11 @@ def _trained_mamba(ctx: Context, seed: int):
         "train": train_arguments(**kwargs),
         "seed": seed,
     }
-    state, meta = cached_checkpoint("mambaspectrum_mamba1", key, build)
-    model = MambaForCausalLM(cfg)
+    state, meta = cached_checkpoint(f"mambaspectrum_{family}", key, build)
+    model = cls(cfg)
     model.load_state_dict(state, strict=True)
-    return patch_fast_forward(model.eval()), corpus, seq_len, meta
+    model.eval()
+    return (patch_fast_forward(model) if fast else model), corpus, seq_len, meta
 
 
 def _windows(data: torch.Tensor, n: int, length: int, seed: int) -> torch.Tensor:
@@ -80,7 +100,13 @@ def _windows(data: torch.Tensor, n: int, length: int, seed: int) -> torch.Tensor
 
 @SUITE.case("length_extension", kind="quality")
 def length_extension(ctx: Context) -> None:
-    """Perplexity vs length for vanilla / delta / spectrum / a_linear, SPSA-calibrated per target length."""
+    """Perplexity vs length for vanilla / delta / spectrum / a_linear, SPSA-calibrated per target
+    length, on a Mamba-1 and a Mamba-2 (``delta`` is Mamba-1 only here)."""
+    for family in ("mamba1", "mamba2"):
+        _length_extension(ctx, family)
+
+
+def _length_extension(ctx: Context, family: str) -> None:
     from .calibrate import calibrate_spsa
     from .eval import ppl_vs_length
     from .scaler import Scaler, state_norms
@@ -88,10 +114,14 @@ def length_extension(ctx: Context) -> None:
     seeds = ctx.pick(smoke=[0], quick=[0], full=[0, 1, 2])
     iters = ctx.pick(smoke=2, quick=10, full=30)
     n_calib, n_eval = 4, ctx.pick(smoke=2, quick=4, full=10)
+    # MambaExtend's delta on Mamba-2 needs a patched mixer (dt after softplus): not built.
+    modes = MODES if family == "mamba1" else tuple(m for m in MODES if m != "delta")
+    if family == "mamba2":
+        print("length_extension: 'delta' is not built for Mamba-2; its Mamba-2 rows are skipped")
     table = {}  # (mode, calib_len) -> length -> [ppl per seed]
     scales_out, norms_out, train_meta = {}, {}, {}
     for seed in seeds:
-        model, corpus, l_train, meta = _trained_mamba(ctx, seed)
+        model, corpus, l_train, meta = _trained_mamba(ctx, seed, family)
         train_meta[seed] = meta
         factors = ctx.pick(smoke=[1, 2, 4], quick=[1, 2, 4, 8], full=[1, 2, 4, 8, 16, 32])
         lengths = [l_train * f for f in factors]
@@ -108,14 +138,15 @@ def length_extension(ctx: Context) -> None:
                 table.setdefault(("vanilla", target), {})
                 for t, p in vanilla.items():
                     table[("vanilla", target)].setdefault(t, []).append(p)
-            norms_out[(seed, "vanilla")] = state_norms(model, eval_ids[:2], lengths)
-            for mode in MODES[1:]:
+            if family == "mamba1":
+                norms_out[(seed, "vanilla")] = state_norms(model, eval_ids[:2], lengths)
+            for mode in modes[1:]:
                 for target in targets:
                     calib_ids = _windows(calib_data, n_calib, target, seed=2000 + seed)
                     scaler = Scaler(model, mode=mode)
                     res = calibrate_spsa(model, calib_ids, scaler, iters=iters, seed=seed)
                     ppl = ppl_vs_length(model, eval_ids, lengths)
-                    if mode == "spectrum" and target == targets[-1]:
+                    if family == "mamba1" and mode == "spectrum" and target == targets[-1]:
                         norms_out[(seed, "spectrum")] = state_norms(model, eval_ids[:2], lengths)
                     scaler.reset()
                     scales_out[(seed, mode, target)] = [round(float(s), 4) for s in res.scales]
@@ -133,6 +164,7 @@ def length_extension(ctx: Context) -> None:
                 "ppl",
                 baseline=None if mode == "vanilla" else "vanilla",
                 baseline_value=None if mode == "vanilla" else base,
+                model=family,
                 mode=mode,
                 calib_len=target,
                 length=length,
@@ -144,14 +176,34 @@ def length_extension(ctx: Context) -> None:
     for target in targets:
         plot_lines(
             lengths,
-            {m: [statistics.fmean(table[(m, target)][t]) for t in lengths] for m in MODES},
-            ctx.path(f"ppl_vs_length_calib{target}.png"),
+            {m: [statistics.fmean(table[(m, target)][t]) for t in lengths] for m in modes},
+            ctx.path(f"ppl_vs_length_{family}_calib{target}.png"),
             xlabel="evaluation length (bytes)",
             ylabel="perplexity",
-            title=f"Mamba-1, L_train={l_train}, SPSA at {target}",
+            title=f"{family}, L_train={l_train}, SPSA at {target}",
             logx=True,
         )
     seed0 = seeds[0]
+    if family == "mamba1":
+        _plot_norms(ctx, norms_out, seed0, lengths)
+    out = {}
+    if family != "mamba1" and ctx.path("length_extension.json").exists():  # mamba1 runs first
+        out = json.loads(ctx.path("length_extension.json").read_text())
+    out[family] = {
+        "l_train": l_train,
+        "lengths": lengths,
+        "targets": targets,
+        "spsa_iters": iters,
+        "ppl": {f"{m}@{t}": {str(k): v for k, v in d.items()} for (m, t), d in table.items()},
+        "scales": {f"seed{s}/{m}@{t}": v for (s, m, t), v in scales_out.items()},
+        "state_norms": {f"seed{s}/{w}": v for (s, w), v in norms_out.items()},
+        "train": {str(k): v for k, v in train_meta.items()},
+    }
+    with open(ctx.path("length_extension.json"), "w") as f:
+        json.dump(out, f, indent=1)
+
+
+def _plot_norms(ctx: Context, norms_out: dict, seed0: int, lengths: list) -> None:
     series = {}
     for which in ("vanilla", "spectrum"):
         for layer, maxs in enumerate(norms_out[(seed0, which)]["max"]):
@@ -165,23 +217,6 @@ def length_extension(ctx: Context) -> None:
         title="state norms (spectrum: SPSA at the longest target)",
         logx=True,
     )
-    with open(ctx.path("length_extension.json"), "w") as f:
-        json.dump(
-            {
-                "l_train": l_train,
-                "lengths": lengths,
-                "targets": targets,
-                "spsa_iters": iters,
-                "ppl": {
-                    f"{m}@{t}": {str(k): v for k, v in d.items()} for (m, t), d in table.items()
-                },
-                "scales": {f"seed{s}/{m}@{t}": v for (s, m, t), v in scales_out.items()},
-                "state_norms": {f"seed{s}/{w}": v for (s, w), v in norms_out.items()},
-                "train": {str(k): v for k, v in train_meta.items()},
-            },
-            f,
-            indent=1,
-        )
 
 
 def _mambapy_available() -> bool:
