@@ -14,7 +14,7 @@ pytestmark = pytest.mark.skipif(
     not numba_available(), reason="numba absent: pip install 'codegemm[cpu]'"
 )
 
-# Odd M (not a multiple of the 256-row block), K not a multiple of 32, every m in {1, 2},
+# Odd M (not a multiple of the 256-row tile), K not a multiple of 32, every m in {1, 2},
 # v in {4, 8}, C in {16, 256}, g < K and g = K.
 SWEEP = [
     # (M, K, m, v, bits, g)

@@ -34,7 +34,7 @@ def _packed(n, k, bits, seed=0, bias=True):
 @pytest.mark.parametrize(("out", "k"), [(300, 203), (37, 77), (5, 1)])
 @pytest.mark.parametrize("n", [1, 3, 5, 19])
 def test_numba_kernel_vs_reference(bits, out, k, n):
-    """Odd M (not a multiple of the 256-row block), K not a multiple of 32; NaN scratch first."""
+    """Odd M (not a multiple of the 256-row tile), K not a multiple of 32; NaN scratch first."""
     p = _packed(out, k, bits, seed=n)
     x = randn(n, k, seed=3)
     ref = packed_matmul(x.double(), p.planes, p.scale.double(), bits, k, backend="reference")

@@ -243,7 +243,7 @@ class PackedLinear(nn.Module):
         )
 
     def cpu_layout(self):
-        """The numba kernel's :class:`paretoq.cpu.CpuLayout` (bytes of 8/b codes, ``[K_pad·b/8, M]``),
+        """The numba kernel's :class:`paretoq.cpu.CpuLayout` (bytes of 8/b codes, ``[M/R, K_pad·b/8, R]``, row tiles of R = 256),
         derived from the planes and rebuilt only when a buffer changes; never in the state dict."""
         from paretoq.cpu import cpu_layout
 
