@@ -49,3 +49,59 @@ def test_triton_equals_torch(n, k, wd):
     untouched = torch.ones(n, dtype=torch.bool)
     untouched[idx] = False
     assert torch.equal(outs[1][0][untouched], p0[untouched])
+
+
+@pytest.mark.parametrize("beta1", [0.9, 0.0])
+def test_multi_tensor_triton_equals_per_tensor_torch(beta1):
+    """One launch over three tensors (int32 and int64 indices, odd sizes) equals the torch loop."""
+    from nanoadam import sparse_adam_step_multi
+
+    sizes = (3001, 517, 1)
+    p0 = [randn(n, seed=n) for n in sizes]
+    idx = [select_indices(p.abs(), 0.2, 700) for p in p0]
+    idx[0] = idx[0].to(torch.int32)
+    outs = []
+    for backend in ("torch", "triton"):
+        ps = [p.clone() for p in p0]
+        ms = [torch.zeros(i.numel()) for i in idx]
+        vs = [torch.zeros(i.numel()) for i in idx]
+        ages = [torch.zeros(i.numel(), dtype=torch.int32) for i in idx]
+        for t in range(3):
+            gs = [randn(n, seed=100 * t + n) for n in sizes]
+            sparse_adam_step_multi(
+                ps,
+                gs,
+                idx,
+                ms,
+                vs,
+                ages,
+                lr=1e-2,
+                beta1=beta1,
+                beta2=0.999,
+                eps=1e-8,
+                weight_decay=0.01,
+                backend=backend,
+            )
+        outs.append(ps + ms + vs + ages)
+    for a, b in zip(outs[1], outs[0]):
+        if a.dtype == torch.int32:
+            assert torch.equal(a, b)
+        else:
+            assert_close(a, b, rtol=1e-6)
+    for p, p_start, i in zip(outs[1][:3], p0, idx):
+        untouched = torch.ones(p.numel(), dtype=torch.bool)
+        untouched[i.long()] = False
+        assert torch.equal(p[untouched], p_start[untouched])
+
+
+def test_multi_tensor_bad_input():
+    from nanoadam import sparse_adam_step_multi
+
+    p = torch.zeros(4)
+    kw = dict(lr=0.1, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0)
+    with pytest.raises(ValueError, match="grads"):
+        sparse_adam_step_multi([p], [], [torch.tensor([0])], [p[:1]], [p[:1]], [p[:1]], **kw)
+    with pytest.raises(ValueError, match="backend"):
+        sparse_adam_step_multi(
+            [p], [p], [torch.tensor([0])], [p[:1]], [p[:1]], [p[:1]], backend="cuda", **kw
+        )

@@ -342,13 +342,15 @@ class NanoAdam(torch.optim.Optimizer):
                     group["current_density"] = k
                 m_int = group["mask_interval"]
                 due = t == 0 or changed or (m_int is not None and t % m_int == 0)
+                live = []
                 for pi, p in enumerate(group["params"]):
                     if p.grad is None:
                         continue
                     if due or "idx" not in self.state[p]:
                         self._refresh_param(p, group, pi, group["current_density"])
                         refreshed = True
-                    self._sparse_update(p, group)
+                    live.append(p)
+                self._sparse_update(live, group)
             else:
                 for p in group["params"]:
                     if p.grad is not None:
@@ -358,19 +360,25 @@ class NanoAdam(torch.optim.Optimizer):
             self.refresh_log.append(self.param_groups[0]["step"] - 1)
         return loss
 
-    def _sparse_update(self, p: torch.Tensor, group: dict) -> None:
-        from .ops import sparse_adam_step
+    def _sparse_update(self, params: list[torch.Tensor], group: dict) -> None:
+        """The compact step of every tensor of ``group`` (one Triton launch on CUDA)."""
+        from .ops import sparse_adam_step_multi
 
-        state = self.state[p]
-        idx = self._global_idx(state, group["chunk_size"])
+        states = [self.state[p] for p in params]
+        idxs = [
+            st["idx"]
+            if st["idx"].dtype != torch.int16
+            else self._global_idx(st, group["chunk_size"])
+            for st in states
+        ]
         b1, b2 = group["betas"]
-        sparse_adam_step(
-            _local(p),
-            _local(p.grad),
-            idx,
-            state["exp_avg"],
-            state["exp_avg_sq"],
-            state["age"],
+        sparse_adam_step_multi(
+            [_local(p) for p in params],
+            [_local(p.grad) for p in params],
+            idxs,
+            [st["exp_avg"] for st in states],
+            [st["exp_avg_sq"] for st in states],
+            [st["age"] for st in states],
             lr=group["lr"],
             beta1=b1,
             beta2=b2,
