@@ -11,7 +11,7 @@ from dizo.tasks import snippet_task
 def test_suite_cases():
     names = {c.name for c in SUITE.cases}
     assert SUITE.name == "dizo"
-    assert {"task_b_classification", "step_time"} <= names
+    assert names == {"task_b_classification", "step_time", "peak_memory"}
     for mode in ("smoke", "quick", "full"):
         assert {c.name for c in SUITE.cases_for(mode)} == names
 
