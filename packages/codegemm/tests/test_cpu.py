@@ -105,3 +105,21 @@ def test_numba_parallel_build_vs_reference(n):
     with num_threads(2):
         y = psumbook_cpu(x, cpu_layout(codes, books, scales), 256, out=poisoned_empty(n, 300))
     assert_close(y, ref, rtol=1e-5, name="numba psumbook, 2 threads")
+
+
+def test_auto_runs_numba_only_up_to_numba_max_tokens(monkeypatch):
+    import codegemm.ops
+
+    calls = []
+    real = codegemm.ops.psumbook_cpu
+    monkeypatch.setattr(
+        codegemm.ops, "psumbook_cpu", lambda *a, **k: calls.append(1) or real(*a, **k)
+    )
+    codes, books, scales = random_format(13, 72, 2, 8, 4, 24, seed=0)
+    limit = codegemm.ops.NUMBA_MAX_TOKENS
+    for n in (limit, limit + 1):
+        x = randn(n, 72, seed=n)
+        y = codegemm.codebook_matmul(x, codes, books, scales, backend="psumbook")
+        ref = codebook_matmul_reference(x.double(), codes, books.double(), scales.double())
+        assert_close(y, ref, rtol=1e-5)
+    assert len(calls) == 1  # the numba kernel ran for N = limit only; the torch psumbook beyond

@@ -11,7 +11,14 @@ from .format import check_format
 from .psumbook import PsumbookPlan, dequant_matmul, dequantize, make_plan, psumbook_matmul
 from .reference import codebook_matmul_reference
 
-__all__ = ["AUTO_CROSSOVER", "BACKENDS", "IMPLS", "codebook_matmul", "dequantize_weight"]
+__all__ = [
+    "AUTO_CROSSOVER",
+    "BACKENDS",
+    "IMPLS",
+    "NUMBA_MAX_TOKENS",
+    "codebook_matmul",
+    "dequantize_weight",
+]
 
 BACKENDS = ("auto", "psumbook", "psumbook_splitk", "dequant", "dequant_fused", "reference")
 IMPLS = ("auto", "torch", "triton", "numba")
@@ -21,6 +28,11 @@ IMPLS = ("auto", "torch", "triton", "numba")
 # 11.4 tokens on its three layers (best-of timings; its rate model predicts 3.8), so 6. CUDA: no
 # GPU measurement yet; 4 is the batch-1-style regime AQLM also uses (its kernels switch at 6).
 AUTO_CROSSOVER = {"cpu": 6, "cuda": 4}
+# Most tokens for which impl="auto" runs CPU psumbook on the numba kernel (beyond: the torch
+# psumbook, whose embedding_bag over K-tiles grows more slowly with N). The committed cpu_kernels
+# quick run (results/quick, 4096x4096, 1 thread) had numba ahead at N <= 2 for m2v8/m1v8/m1v4 and
+# the torch psumbook ahead or level at N = 4 (m2v8: 16.0 vs 8.2 ms CPU time).
+NUMBA_MAX_TOKENS = 3
 
 
 def _check_x(x: torch.Tensor, in_features: int, device: torch.device) -> None:
@@ -49,6 +61,7 @@ def _resolve(backend: str, impl: str, x2d: torch.Tensor) -> tuple[str, str]:
             impl = "triton"
         elif (
             backend == "psumbook"
+            and x2d.shape[0] <= NUMBA_MAX_TOKENS
             and x2d.device.type == "cpu"
             and x2d.dtype != torch.float64
             and numba_available()
@@ -146,8 +159,8 @@ def codebook_matmul(
         impl: ``"triton"`` (CUDA, or CPU under ``TRITON_INTERPRET=1``), ``"numba"`` (the CPU
             Psumbook kernel of :mod:`codegemm.cpu`, the ``cpu`` extra; float32/16/bf16, computes
             in float32, ``torch.get_num_threads()`` threads), ``"torch"``, or ``"auto"`` (Triton
-            on CUDA tensors; numba for CPU psumbook when numba is installed and x is not float64;
-            torch otherwise).
+            on CUDA tensors; numba for CPU psumbook of at most ``NUMBA_MAX_TOKENS`` tokens when
+            numba is installed and x is not float64; torch otherwise).
         plan: a cached :class:`~codegemm.psumbook.PsumbookPlan` of these codes (torch paths).
         validate: check shapes, dtypes, devices and code ranges (one pass over the codes).
         layout: a cached :class:`~codegemm.cpu.CpuLayout` of this weight (numba path; derived
