@@ -19,6 +19,7 @@ from rdfft.layers import (
     apply_bca,
     bca_parameter_groups,
     block_circulant_matmul,
+    circulant_reconstruct_,
 )
 from rdfft.layout import complex_to_hc, hc_conj, hc_mul, hc_to_complex, hc_weights
 from rdfft.ops import HcMatmul, IrdFFT, RdFFT, hc_matmul, irdfft, irdfft_, rdfft, rdfft_
@@ -33,6 +34,7 @@ __all__ = [
     "apply_bca",
     "bca_parameter_groups",
     "block_circulant_matmul",
+    "circulant_reconstruct_",
     "complex_to_hc",
     "hc_conj",
     "hc_matmul",

@@ -11,6 +11,13 @@ A block-circulant matrix W (d_out × d_in) is made of p×p blocks ``C_ij = circ(
   writes with ``torch.fft``).
 * ``"dense"``: the dense matrix, ``F.linear``.
 
+Reconstruct mode (``BlockCirculantLinear(n, n, p, reconstruct=True)``, square layers, rdfft
+backend): the output overwrites the input's buffer and nothing but the output (which the next
+layer usually keeps anyway) and ``c`` is saved; backward recovers ``X = P⁻¹ Y`` per frequency
+(``X = Y ⊘ P`` for one block), then recomputes. This is the spec's reading of the paper's
+"zero-cache updates via matrix inverses"; it is not in the released code. P must be well
+conditioned (checked before anything is overwritten).
+
 Example (CPU):
 
     >>> import torch
@@ -33,8 +40,9 @@ from collections.abc import Iterable
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.autograd.function import once_differentiable
 
-from rdfft.layout import is_power_of_two
+from rdfft.layout import complex_to_hc, hc_to_complex, is_power_of_two
 from rdfft.ops import hc_matmul, irdfft_, rdfft, rdfft_
 from rdfft.reference import block_circulant_dense
 
@@ -46,6 +54,7 @@ __all__ = [
     "apply_bca",
     "bca_parameter_groups",
     "block_circulant_matmul",
+    "circulant_reconstruct_",
 ]
 
 BACKENDS = ("rdfft", "rfft", "dense")
@@ -113,6 +122,128 @@ def block_circulant_matmul(
                 spectrum_cache.put(x, p, spectra)
     z = hc_matmul(spectra, rdfft(c.to(x.dtype)))
     return irdfft_(z).reshape(*lead, q_out * p)
+
+
+def _spectral_matrices(c: torch.Tensor) -> torch.Tensor:
+    """(K, q_out, q_in) complex: the per-frequency matrices P_k of the block-circulant W."""
+    work = torch.float64 if c.dtype == torch.float64 else torch.float32
+    return hc_to_complex(rdfft(c.detach().to(work))).permute(2, 0, 1)
+
+
+def _check_conditioning(c: torch.Tensor, eps: float) -> None:
+    """Refuse a P whose smallest singular value (over all frequencies) is below eps·largest."""
+    sv = torch.linalg.svdvals(_spectral_matrices(c))
+    smallest, largest = sv.min().item(), sv.max().item()
+    if not smallest > eps * largest:
+        raise ValueError(
+            f"c: reconstruct mode needs a well-conditioned P: min singular value over the "
+            f"frequencies {smallest:.3g} <= reconstruct_eps·max = {eps:g}·{largest:.3g}; "
+            "use reconstruct=False (cache mode)"
+        )
+
+
+def _reconstruct_input(y: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    """x = W⁻¹ y for the square block-circulant W of ``c``: X_k = P_k⁻¹ Y_k per frequency."""
+    q, _, p = c.shape
+    lead = y.shape[:-1]
+    work = torch.float64 if y.dtype == torch.float64 else torch.float32
+    yc = hc_to_complex(rdfft(y.detach().to(work).reshape(-1, q, p)))  # (R, q, K)
+    xk = torch.linalg.solve(_spectral_matrices(c), yc.permute(2, 1, 0))  # (K, q, R)
+    x = irdfft_(complex_to_hc(xk.permute(2, 1, 0), p).contiguous())
+    return x.reshape(*lead, q * p).to(y.dtype)
+
+
+class _ReconstructCirculant(torch.autograd.Function):
+    """``x ← W x + b`` in x's own buffer; saves only the output and c (and the bias)."""
+
+    @staticmethod
+    def forward(ctx, x, c, bias):
+        q, _, p = c.shape
+        blocks = x.view(*x.shape[:-1], q, p)
+        spectra = rdfft(c.to(x.dtype))
+        # grad mode is off inside forward: the transforms below are the raw in-place ones
+        z = hc_matmul(rdfft_(blocks), spectra)  # a transient the size of x
+        blocks.copy_(irdfft_(z))
+        if bias is not None:
+            x.add_(bias.to(x.dtype))
+        ctx.mark_dirty(x)
+        ctx.has_bias = bias is not None
+        ctx.save_for_backward(x, c, bias)
+        return x
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g):
+        y, c, bias = ctx.saved_tensors
+        with torch.no_grad():
+            pre = y - bias.to(y.dtype) if bias is not None else y
+            x = _reconstruct_input(pre, c)
+        need_x, need_c, need_b = ctx.needs_input_grad
+        grad_x = grad_c = grad_b = None
+        if need_x or need_c:
+            with torch.enable_grad():
+                xr = x.detach().requires_grad_(need_x)
+                cr = c.detach().requires_grad_(need_c)
+                out = block_circulant_matmul(xr, cr, "rdfft")
+                wrt = [t for t, need in ((xr, need_x), (cr, need_c)) if need]
+                grads = list(torch.autograd.grad(out, wrt, g))
+            grad_x = grads.pop(0) if need_x else None
+            grad_c = grads.pop(0) if need_c else None
+        if need_b:
+            grad_b = g.reshape(-1, g.shape[-1]).sum(0).to(bias.dtype)
+        return grad_x, grad_c, grad_b
+
+
+def circulant_reconstruct_(
+    x: torch.Tensor, c: torch.Tensor, bias: torch.Tensor | None = None, eps: float = 1e-3
+) -> torch.Tensor:
+    """``x ← W x (+ bias)`` in place for a square block-circulant W, with a cache-free backward.
+
+    Autograd keeps only the returned tensor (x's buffer, now the output) and ``c``; backward
+    rebuilds the input as ``X_k = P_k⁻¹ Y_k`` at every frequency k (``X = Y ⊘ P`` for one block)
+    and recomputes the layer. Nothing may modify the output before backward (autograd checks).
+
+    Args:
+        x: (..., q·p) contiguous; overwritten with the output and returned.
+        c: (q, q, p) coefficients, p a power of two.
+        bias: optional (q·p,) bias.
+        eps: refuse when min singular value of P ≤ eps · max (over all frequencies).
+
+    Example:
+        >>> import torch
+        >>> c = torch.zeros(1, 1, 8)
+        >>> c[0, 0, 0] = 2.0  # W = 2·I
+        >>> x = torch.arange(8.0)
+        >>> circulant_reconstruct_(x, c) is x, x[:3].tolist()
+        (True, [0.0, 2.0, 4.0])
+    """
+    if not isinstance(x, torch.Tensor) or x.dtype not in (
+        torch.float32,
+        torch.float64,
+        torch.bfloat16,
+    ):
+        got = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
+        raise TypeError(f"x: expected a float32/float64/bfloat16 tensor, got {got}")
+    if not isinstance(c, torch.Tensor) or c.dim() != 3 or c.shape[0] != c.shape[1]:
+        got = tuple(c.shape) if isinstance(c, torch.Tensor) else type(c).__name__
+        raise ValueError(f"c: reconstruct mode needs square (q, q, p) coefficients, got {got}")
+    q, _, p = c.shape
+    if not is_power_of_two(p) or p < 2:
+        raise ValueError(f"c: block size c.shape[-1] must be a power of two >= 2, got {p}")
+    if x.dim() == 0 or x.shape[-1] != q * p:
+        raise ValueError(f"x: expected last dim q·p = {q * p}, got shape {tuple(x.shape)}")
+    if not x.is_contiguous():
+        raise ValueError("x: reconstruct mode overwrites x in place and needs it contiguous")
+    if x.is_leaf and x.requires_grad and torch.is_grad_enabled():
+        raise ValueError(
+            "x: a leaf tensor that requires grad cannot be overwritten in place; pass a "
+            "non-leaf (e.g. x * 1) or use reconstruct=False"
+        )
+    if bias is not None and (not isinstance(bias, torch.Tensor) or bias.shape != (q * p,)):
+        got = tuple(bias.shape) if isinstance(bias, torch.Tensor) else type(bias).__name__
+        raise ValueError(f"bias: expected shape ({q * p},), got {got}")
+    _check_conditioning(c, eps)
+    return _ReconstructCirculant.apply(x, c, bias)
 
 
 class SpectrumCache:
@@ -185,6 +316,10 @@ class BlockCirculantLinear(nn.Module):
         backend: "rdfft" (in-place halfcomplex), "rfft" (complex torch.fft) or "dense".
         bias: add a learnable bias.
         dtype: parameter dtype.
+        reconstruct: square layers, rdfft backend: the output overwrites the input's buffer
+            and backward rebuilds the input from the output (``X = P⁻¹ Y``) instead of caching
+            X (:func:`circulant_reconstruct_`). Off by default.
+        reconstruct_eps: reconstruct mode refuses a P whose min singular value is ≤ eps · max.
 
     Shapes: (..., in_features) -> (..., out_features).
 
@@ -203,10 +338,22 @@ class BlockCirculantLinear(nn.Module):
         backend: str = "rdfft",
         bias: bool = False,
         dtype: torch.dtype | None = None,
+        reconstruct: bool = False,
+        reconstruct_eps: float = 1e-3,
     ) -> None:
         super().__init__()
         _check_block(in_features, out_features, block_size)
         _check_layer_backend(backend)
+        if reconstruct and in_features != out_features:
+            raise ValueError(
+                f"reconstruct: needs a square layer, got in_features={in_features}, "
+                f"out_features={out_features}"
+            )
+        if reconstruct and backend != "rdfft":
+            raise ValueError(f"reconstruct: needs backend='rdfft', got backend={backend!r}")
+        if not reconstruct_eps > 0:
+            raise ValueError(f"reconstruct_eps: expected a positive float, got {reconstruct_eps!r}")
+        self.reconstruct, self.reconstruct_eps = bool(reconstruct), float(reconstruct_eps)
         self.in_features, self.out_features, self.block_size = in_features, out_features, block_size
         self.backend = backend
         q_out, q_in = out_features // block_size, in_features // block_size
@@ -217,6 +364,8 @@ class BlockCirculantLinear(nn.Module):
         self.bias = nn.Parameter(torch.zeros(out_features, dtype=dtype)) if bias else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.reconstruct:
+            return circulant_reconstruct_(x, self.c, self.bias, self.reconstruct_eps)
         y = block_circulant_matmul(x, self.c, self.backend)
         return y + self.bias if self.bias is not None else y
 
@@ -228,6 +377,7 @@ class BlockCirculantLinear(nn.Module):
         return (
             f"in_features={self.in_features}, out_features={self.out_features}, "
             f"block_size={self.block_size}, backend={self.backend!r}, bias={self.bias is not None}"
+            + (", reconstruct=True" if self.reconstruct else "")
         )
 
 
