@@ -1,0 +1,1 @@
+"""Public ops of completep: argument checks, autograd functions and backend dispatch."""

@@ -1,0 +1,1 @@
+"""Public ops of diloco: argument checks, autograd functions and backend dispatch."""

@@ -1,0 +1,1 @@
+"""Public ops of hpscaling: argument checks, autograd functions and backend dispatch."""

@@ -1,0 +1,1 @@
+"""Public ops of lrannealing: argument checks, autograd functions and backend dispatch."""
