@@ -39,7 +39,7 @@ OPT_TINY = {
 OPT_SMOKE = {"hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2, "ffn_dim": 64}
 #: Pretraining per mode: (steps, batch, sequence length). quick pretrains briefly so that an
 #: empty-cache quick run stays near a minute; full pretrains the documented model.
-PRETRAIN = {"smoke": (30, 4, 64), "quick": (300, 16, 64), "full": (1500, 16, 128)}
+PRETRAIN = {"smoke": (30, 4, 64), "quick": (150, 16, 64), "full": (1500, 16, 128)}
 
 
 def opt_config(**overrides: Any):
