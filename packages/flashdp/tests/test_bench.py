@@ -48,3 +48,16 @@ def test_gpu_script_toy(tmp_path):
     assert all(r["ok"] for r in result["correctness"]), result["correctness"]
     assert result["speed"][0]["triton_streamed_ms"] > 0
     assert result["end_to_end"]["flashdp"]["tokens_per_s"] > 0
+
+
+@pytest.mark.slow  # three fresh processes (torch, transformers, opacus imports)
+def test_step_peak_memory_shows_opacus_per_sample_gradients():
+    from flashdp.bench import step_peak_extra_rss
+
+    # width 64, B = 16: opacus holds a (16, 64, 64) fp32 per-sample gradient per weight (256 KiB,
+    # above the children's mmap threshold, so freed blocks leave the RSS); flashdp holds chunks
+    peaks = step_peak_extra_rss(
+        ("nondp", "opacus", "flashdp"), "gpt2", batch=16, seq_len=16, width=64, sigma=0.5
+    )
+    assert all(v >= 0 for v in peaks.values()), peaks
+    assert peaks["opacus"] > peaks["flashdp"], peaks

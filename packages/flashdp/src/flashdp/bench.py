@@ -70,6 +70,23 @@ _ = fn(x[:1, :1], g[:1, :1])  # lazy imports (opacus) and first-call set-up belo
 """
 
 
+def _side_by_side(one, arms) -> dict[str, float]:
+    """``{arm: one(arm)}``, the calls in threads side by side, children with a fixed mmap threshold."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    saved = os.environ.get("MALLOC_MMAP_THRESHOLD_")
+    os.environ["MALLOC_MMAP_THRESHOLD_"] = "131072"  # inherited by the children
+    try:
+        with ThreadPoolExecutor(max_workers=len(arms)) as pool:
+            return dict(zip(arms, pool.map(one, arms), strict=True))
+    finally:
+        if saved is None:
+            del os.environ["MALLOC_MMAP_THRESHOLD_"]
+        else:
+            os.environ["MALLOC_MMAP_THRESHOLD_"] = saved
+
+
 def _peak_extra_rss(arms, b: int, t: int, m: int, n: int) -> dict[str, float]:
     """Peak extra RSS (MiB) of one call per arm, each in its own fresh process.
 
@@ -82,23 +99,12 @@ def _peak_extra_rss(arms, b: int, t: int, m: int, n: int) -> dict[str, float]:
     ``MALLOC_MMAP_THRESHOLD_=131072`` (a fixed threshold: large blocks are mapped and unmapped),
     so the peak RSS follows the live tensors.
     """
-    import os
-    from concurrent.futures import ThreadPoolExecutor
 
     def one(arm):
         setup = _MEMORY_SETUP.format(b=b, t=t, m=m, n=n, arm=arm)
         return peak_rss_subprocess("fn(x, g)", setup=setup)["delta"] / 2**20
 
-    saved = os.environ.get("MALLOC_MMAP_THRESHOLD_")
-    os.environ["MALLOC_MMAP_THRESHOLD_"] = "131072"  # inherited by the children
-    try:
-        with ThreadPoolExecutor(max_workers=len(arms)) as pool:
-            return dict(zip(arms, pool.map(one, arms), strict=True))
-    finally:
-        if saved is None:
-            del os.environ["MALLOC_MMAP_THRESHOLD_"]
-        else:
-            os.environ["MALLOC_MMAP_THRESHOLD_"] = saved
+    return _side_by_side(one, arms)
 
 
 @SUITE.case("op_speed", kind="speed")
@@ -237,6 +243,54 @@ def _eval_loss(model, x, y):
     return _loss(model, torch.cat([x, y[:, -1:]], 1)).mean()
 
 
+def build_arm(
+    arm,
+    arch,
+    *,
+    seq_len,
+    expected_batch,
+    sigma,
+    clip,
+    lr,
+    width,
+    seed=0,
+    dtype=torch.float32,
+    optimizer="adamw",
+):
+    """One arm's model, the module that is called (wrapped where the arm needs it), the optimizer."""
+    from . import privacy
+
+    model = (_gpt2 if arch == "gpt2" else _llama)(width, seq_len, seed).to(dtype)
+    inner = {"adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}[optimizer]
+    if arm == "nondp":
+        return model, model, inner(model.parameters(), lr=lr, weight_decay=0.0)
+    if arm == "opacus":
+        from opacus import GradSampleModule
+        from opacus.optimizers import DPPerLayerOptimizer
+
+        net = GradSampleModule(model)
+        k = sum(1 for p in model.parameters() if p.requires_grad)
+        torch.manual_seed(seed + 1000)
+        opt = DPPerLayerOptimizer(
+            inner(net.parameters(), lr=lr, weight_decay=0.0),
+            noise_multiplier=sigma,
+            max_grad_norm=[clip] * k,
+            expected_batch_size=round(expected_batch),
+        )
+        return model, net, opt
+    backend = {"flashdp": "torch", "ghost": "ghost", "explicit": "explicit"}[arm]
+    cfg = privacy.FlashDPConfig(max_grad_norm=clip, noise_multiplier=sigma, backend=backend)
+    net = privacy.make_private(model, cfg)
+    opt = privacy.DPOptimizer(
+        inner(net.parameters(), lr=lr, weight_decay=0.0),
+        net,
+        cfg,
+        expected_batch,
+        generator=torch.Generator().manual_seed(seed + 1000),
+    )
+    return model, net, opt
+
+
 def train_arm(
     arm,
     arch,
@@ -253,42 +307,25 @@ def train_arm(
     dtype=torch.float32,
     optimizer="adamw",
 ):
-    """Train one arm; returns (model, stats, per-step parameter snapshots when asked)."""
+    """Train one arm; returns (model, stats)."""
     from neurips25_core.progress import progress_bar
 
     from . import privacy
 
     seq_len = data.shape[1] - 1
-    model = (_gpt2 if arch == "gpt2" else _llama)(width, seq_len, seed).to(dtype)
-    expected = sample_rate * data.shape[0]
-    inner = {"adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}[optimizer]
-    if arm == "nondp":
-        opt = inner(model.parameters(), lr=lr, weight_decay=0.0)
-        net = model
-    elif arm == "opacus":
-        from opacus import GradSampleModule
-        from opacus.optimizers import DPPerLayerOptimizer
-
-        net = GradSampleModule(model)
-        k = sum(1 for p in model.parameters() if p.requires_grad)
-        torch.manual_seed(seed + 1000)
-        opt = DPPerLayerOptimizer(
-            inner(net.parameters(), lr=lr, weight_decay=0.0),
-            noise_multiplier=sigma,
-            max_grad_norm=[clip] * k,
-            expected_batch_size=round(expected),
-        )
-    else:
-        backend = {"flashdp": "torch", "ghost": "ghost", "explicit": "explicit"}[arm]
-        cfg = privacy.FlashDPConfig(max_grad_norm=clip, noise_multiplier=sigma, backend=backend)
-        net = privacy.make_private(model, cfg)
-        opt = privacy.DPOptimizer(
-            inner(net.parameters(), lr=lr, weight_decay=0.0),
-            net,
-            cfg,
-            expected,
-            generator=torch.Generator().manual_seed(seed + 1000),
-        )
+    model, net, opt = build_arm(
+        arm,
+        arch,
+        seq_len=seq_len,
+        expected_batch=sample_rate * data.shape[0],
+        sigma=sigma,
+        clip=clip,
+        lr=lr,
+        width=width,
+        seed=seed,
+        dtype=dtype,
+        optimizer=optimizer,
+    )
     tokens, start = 0, time.perf_counter()
     sampler = privacy.PoissonSampler(data.shape[0], sample_rate, steps, seed=seed)
     for idx in progress_bar(sampler, total=steps, desc=f"{arch}/{arm}", enabled=progress):
@@ -301,6 +338,48 @@ def train_arm(
         opt.zero_grad()
     seconds = time.perf_counter() - start
     return model, {"tokens_per_s": tokens / seconds, "seconds": seconds}
+
+
+_STEP_MEMORY_SETUP = """
+import torch
+from flashdp.bench import _loss, build_arm
+torch.set_num_threads(1)  # core-helper-ok: inside the measured subprocess, whose peak RSS is read
+torch.manual_seed(0)
+ids = torch.randint(0, 256, ({batch}, {seq_len} + 1))
+model, net, opt = build_arm(
+    {arm!r}, {arch!r}, seq_len={seq_len}, expected_batch={batch}, sigma={sigma}, clip=1.0,
+    lr=1e-3, width={width},
+)
+def step():
+    _loss(net, ids).mean().backward()
+    opt.step()
+    opt.zero_grad()
+step()  # optimizer state, lazy imports and first-call set-up belong to the setup
+"""
+
+
+def step_peak_extra_rss(arms, arch: str, *, batch: int, seq_len: int, width: int, sigma: float):
+    """Peak extra RSS (MiB) of one training step (forward, backward, optimizer step) per arm.
+
+    Each arm runs in its own fresh process (``peak_rss_subprocess``) on the same batch of
+    ``batch`` random sequences: the setup builds the model and optimizer and takes one warm-up
+    step, so the measured step's extra memory is the activations, the per-sample gradients (or
+    flashdp's chunks) and the gradient buffers, not the weights or AdamW's state. The children
+    run side by side with ``MALLOC_MMAP_THRESHOLD_=131072`` as in ``_peak_extra_rss``.
+    """
+
+    def one(arm):
+        setup = _STEP_MEMORY_SETUP.format(
+            batch=batch,
+            seq_len=seq_len,
+            arm=arm,
+            arch=arch,
+            width=width,
+            sigma=0.0 if arm == "nondp" else sigma,
+        )
+        return peak_rss_subprocess("step()", setup=setup)["delta"] / 2**20
+
+    return _side_by_side(one, arms)
 
 
 def parameter_gaps(ours, theirs, width: int) -> dict[str, float]:
@@ -386,7 +465,7 @@ def sigma0_gap(ctx: Context) -> None:
 
 @SUITE.case("dp_pretraining", kind="quality")
 def dp_pretraining(ctx: Context) -> None:
-    """The reduced reproduction: bits/byte, ε, tokens/s per arm at ε = 8, δ = 1e-5."""
+    """The reduced reproduction: bits/byte, ε, tokens/s, step peak memory per arm at ε = 8."""
     from neurips25_core.data import stdlib_corpus
     from neurips25_core.models import evaluate_bpb
 
@@ -453,6 +532,24 @@ def dp_pretraining(ctx: Context) -> None:
             ctx.log(
                 f"{arch}/{arm}: {bpb:.4f} bits/byte, {stats['tokens_per_s']:.0f} tok/s, σ={s:.4f}, ε={eps if arm != 'nondp' else math.inf:.3f}"
             )
+        # peak memory of one training step at the expected batch, each arm in a fresh process
+        peaks = step_peak_extra_rss(
+            arms, arch, batch=batch, seq_len=seq, width=width, sigma=round(sigma, 4)
+        )
+        for arm in arms:
+            ctx.record(
+                "step_peak_extra_rss",
+                peaks[arm],
+                "MiB",
+                baseline="flashdp",
+                baseline_value=peaks["flashdp"],
+                arch=arch,
+                arm=arm,
+                batch=batch,
+                width=width,
+                seq_len=seq,
+            )
+        ctx.log(f"{arch}: peak extra RSS of one step at B={batch}, T={seq} (MiB): {peaks}")
     plot_bars(
         arms,
         {arch: [bpb_of[(arch, arm)] for arm in arms] for arch in arches},
