@@ -83,7 +83,7 @@ def transform(ctx: Context) -> None:
             fns["pyfftw r2c (in place, N+2)"] = lambda fwd=fwd, bwd=bwd: (fwd(), bwd())
             extra["pyfftw r2c (in place, N+2)"] = 8
         with single_thread():
-            result = compare(fns, baseline="torch.fft.rfft+pack", min_time=ctx.pick(0.01, 0.2, 1.0))
+            result = compare(fns, baseline="torch.fft.rfft+pack", min_time=ctx.pick(0.01, 0.1, 1.0))
         result.record(ctx, metric="round_trip_time", rows=rows, n=n)
         for name, b in extra.items():
             ctx.record("extra_bytes_per_row", b, "B", impl=name, rows=rows, n=n)
@@ -255,21 +255,32 @@ def finetune(ctx: Context) -> None:
 
 
 def _finetune(ctx: Context) -> None:
-    from neurips25_core.models import pretrained_tiny_llama_for, train
+    from neurips25_core.models import pretrained_tiny_llama_for, tiny_llama_config, train
     from rdfft.tasks import snippet_task
 
-    steps = ctx.pick(smoke=3, quick=50, full=400)
+    steps = ctx.pick(smoke=3, quick=40, full=400)
     seeds = ctx.pick(smoke=[0], quick=[0], full=[0, 1, 2])
     length = ctx.pick(smoke=64, quick=256, full=256)
-    batch = ctx.pick(smoke=4, quick=16, full=16)
-    n_eval = ctx.pick(smoke=16, quick=256, full=1024)
+    batch = ctx.pick(smoke=4, quick=8, full=16)
+    n_eval = ctx.pick(smoke=16, quick=128, full=1024)
     arms = list(ctx.pick(smoke=ARMS, quick=ARMS[:4], full=ARMS))
     if not _peft_available():
         ctx.log(
             "finetune: peft not installed (install the 'peers' extra); skipping C3A/LoRA/FourierFT"
         )
         arms = [a for a in arms if a.startswith("bca_")]
-    pretrained = pretrained_tiny_llama_for(ctx.mode, progress=False)
+    # quick fits 60 s on an empty cache with a smaller backbone than the (hidden 64,
+    # 2 layers, pretrained 200 steps of 8 x 128 bytes instead of the core's default hidden 128,
+    # 4 layers, 600 steps of 16 x 128, whose pretraining alone takes ~76 s); full uses the default
+    quick_backbone = dict(
+        config=tiny_llama_config(hidden_size=64, num_layers=2),
+        steps=200,
+        batch_size=8,
+        seq_len=128,
+    )
+    pretrained = pretrained_tiny_llama_for(
+        ctx.mode, progress=False, **ctx.pick(smoke={}, quick=quick_backbone, full={})
+    )
     task = snippet_task(length=length)
     xt, yt = task.batch("test", n_eval, seed=12345)
     block = 32
@@ -342,7 +353,14 @@ def _finetune(ctx: Context) -> None:
         summary[arm]["accuracy"] = sum(accs) / len(accs)
         s = summary[arm]
         params = dict(
-            arm=arm, steps=steps, seeds=len(seeds), lr=LRS[arm], batch=batch, length=length
+            arm=arm,
+            steps=steps,
+            seeds=len(seeds),
+            lr=LRS[arm],
+            batch=batch,
+            length=length,
+            hidden=pretrained.config.hidden_size,
+            layers=pretrained.config.num_hidden_layers,
         )
         ctx.record("accuracy", s["accuracy"], "frac", lower_is_better=False, **params)
         ctx.record("adapter_params", s["adapter_params"], "count", **params)
