@@ -1,0 +1,345 @@
+"""Fitters: power laws, the τ law from λ sweeps, and the critical batch from tokens-to-target.
+
+Runs are records (mappings or objects with attributes) with the fields each fitter names; sizes
+are in tokens. numpy does the linear fits, ``scipy.optimize.least_squares`` the nonlinear one.
+
+Example (CPU):
+
+    >>> import numpy as np
+    >>> from hpscaling.fit import fit_power_law
+    >>> x = np.array([1.0, 10.0, 100.0, 1000.0])
+    >>> c, m, r2 = fit_power_law(x, 2.0 * x**-0.5)
+    >>> round(c, 6), round(m, 6), round(r2, 6)
+    (2.0, -0.5, 1.0)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "BCritFit",
+    "TauCell",
+    "TauLawFit",
+    "estimate_b_crit",
+    "fit_power_law",
+    "fit_tau_law",
+    "run_field",
+]
+
+
+def run_field(run: Any, name: str, index: int, argument: str = "runs") -> float:
+    """Field ``name`` of one run record (a mapping or an object), checked to be a finite number."""
+    if isinstance(run, Mapping):
+        if name not in run:
+            raise ValueError(f"{argument}[{index}]: missing field {name!r}")
+        value = run[name]
+    else:
+        if not hasattr(run, name):
+            raise ValueError(f"{argument}[{index}]: missing field {name!r}")
+        value = getattr(run, name)
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
+        raise TypeError(
+            f"{argument}[{index}].{name}: expected a number, got {type(value).__name__}"
+        )
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{argument}[{index}].{name}: expected a finite number, got {value}")
+    return value
+
+
+def _positive_vector(name: str, values: Any) -> np.ndarray:
+    try:
+        arr = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name}: expected a 1-D sequence of numbers ({exc})") from None
+    if arr.ndim != 1:
+        raise ValueError(f"{name}: expected a 1-D sequence, got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
+        raise ValueError(f"{name}: expected finite values > 0 (a power law is fitted in log space)")
+    return arr
+
+
+def fit_power_law(x: Any, y: Any, weights: Any = None) -> tuple[float, float, float]:
+    """Weighted least squares of log y = log c + m·log x; returns ``(c, m, r2)``.
+
+    Args:
+        x, y: 1-D sequences of at least 3 positive values, at least 2 distinct ``x``.
+        weights: optional non-negative weights per point (on the squared log residuals).
+
+    Returns:
+        ``c``, ``m`` and the weighted R² in log space.
+    """
+    xs = _positive_vector("x", x)
+    ys = _positive_vector("y", y)
+    if xs.shape != ys.shape:
+        raise ValueError(f"y: expected {xs.shape[0]} values like x, got {ys.shape[0]}")
+    if xs.shape[0] < 3:
+        raise ValueError(f"x: a power-law fit needs at least 3 points, got {xs.shape[0]}")
+    if np.unique(xs).shape[0] < 2:
+        raise ValueError("x: a power-law fit needs at least 2 distinct x values")
+    if weights is None:
+        w = np.ones_like(xs)
+    else:
+        w = np.asarray(weights, dtype=np.float64)
+        if w.shape != xs.shape or not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
+            raise ValueError(
+                f"weights: expected {xs.shape[0]} finite values >= 0, not all zero, got {weights!r}"
+            )
+    lx, ly = np.log(xs), np.log(ys)
+    design = np.stack([np.ones_like(lx), lx], axis=1)
+    sw = np.sqrt(w)
+    coef, *_ = np.linalg.lstsq(design * sw[:, None], ly * sw, rcond=None)
+    pred = design @ coef
+    mean = np.sum(w * ly) / np.sum(w)
+    total = np.sum(w * (ly - mean) ** 2)
+    resid = np.sum(w * (ly - pred) ** 2)
+    r2 = 1.0 - resid / total if total > 0 else 1.0
+    return float(math.exp(coef[0])), float(coef[1]), float(r2)
+
+
+@dataclasses.dataclass(frozen=True)
+class TauCell:
+    """One (N, D, B, η) cell of a λ sweep: its fitted λ_opt and the τ_opt it implies.
+
+    ``lambda_opt``/``tau_opt`` are None when the loss is not convex in log λ over the points used.
+    ``extrapolated`` is True when λ_opt falls outside the swept λ range.
+    """
+
+    N: float
+    D: float
+    B: float
+    eta: float
+    tpp: float
+    lambda_opt: float | None
+    tau_opt: float | None
+    loss_opt: float | None
+    best_lambda: float
+    best_loss: float
+    extrapolated: bool
+    points: int
+
+
+@dataclasses.dataclass(frozen=True)
+class TauLawFit:
+    """What :func:`fit_tau_law` found.
+
+    Attributes:
+        cells: one :class:`TauCell` per (N, D, B, η).
+        c_tau, m_tau, r2: the τ_opt = c·TPP^m fit over the cells whose optimum lies inside the
+            swept range (None with fewer than 3 such cells or a single TPP).
+        law1: one entry per (N, D, η) with at least 2 batch sizes: ``{"N", "D", "eta", "slope",
+            "B": [...], "lambda_opt": [...]}``, the slope of log λ_opt against log B (Law 1: 1).
+        notes: why cells or fits were left out.
+    """
+
+    cells: tuple[TauCell, ...]
+    c_tau: float | None
+    m_tau: float | None
+    r2: float | None
+    law1: tuple[dict[str, Any], ...]
+    notes: tuple[str, ...]
+
+
+def _bowl(lams: np.ndarray, losses: np.ndarray, window: int | None):
+    order = np.argsort(lams)
+    lams, losses = lams[order], losses[order]
+    if window is not None and lams.shape[0] > window:
+        best = int(np.argmin(losses))
+        start = min(max(0, best - window // 2), lams.shape[0] - window)
+        lams, losses = lams[start : start + window], losses[start : start + window]
+    x = np.log(lams)
+    a, b, c = np.polyfit(x, losses, 2)
+    if a <= 0:
+        return None, None, lams
+    x_opt = -b / (2 * a)
+    return float(math.exp(x_opt)), float(c - b * b / (4 * a)), lams
+
+
+def fit_tau_law(runs: Iterable[Any], window: int | None = 5) -> TauLawFit:
+    """Fit the τ law from λ sweeps: a quadratic in log λ per (N, D, B, η), then τ_opt against TPP.
+
+    Args:
+        runs: records with ``N``, ``D`` (tokens), ``B`` (tokens), ``eta``, ``lam`` and ``loss``.
+            Runs with λ = 0 are ignored (τ = ∞). Each cell needs at least 3 distinct λ > 0.
+        window: fit each bowl on at most this many λ values around the lowest loss (None: all);
+            a quadratic describes a loss curve only near its minimum.
+
+    Returns:
+        A :class:`TauLawFit`. A λ_opt outside the swept range is kept, flagged ``extrapolated``
+        and warned about.
+    """
+    if window is not None and (
+        isinstance(window, bool) or not isinstance(window, int) or window < 3
+    ):
+        raise ValueError(f"window: expected an int >= 3 or None, got {window!r}")
+    records = list(runs) if not isinstance(runs, (str, bytes)) else None
+    if records is None:
+        raise TypeError("runs: expected an iterable of run records")
+    groups: dict[tuple[float, float, float, float], list[tuple[float, float]]] = {}
+    for i, run in enumerate(records):
+        n, d, b, eta = (run_field(run, k, i) for k in ("N", "D", "B", "eta"))
+        lam, loss = run_field(run, "lam", i), run_field(run, "loss", i)
+        if min(n, d, b, eta) <= 0 or lam < 0:
+            raise ValueError(f"runs[{i}]: N, D, B and eta must be > 0 and lam >= 0")
+        if lam == 0:
+            continue
+        groups.setdefault((n, d, b, eta), []).append((lam, loss))
+    if not groups:
+        raise ValueError("runs: no run with lam > 0")
+    cells: list[TauCell] = []
+    notes: list[str] = []
+    for (n, d, b, eta), pts in sorted(groups.items()):
+        lams = np.array([p[0] for p in pts])
+        losses = np.array([p[1] for p in pts])
+        if np.unique(lams).shape[0] < 3:
+            raise ValueError(
+                f"runs: cell N={n:g}, D={d:g}, B={b:g} has {np.unique(lams).shape[0]} distinct "
+                "lam > 0; a quadratic in log lam needs at least 3"
+            )
+        lam_opt, loss_opt, used = _bowl(lams, losses, window)
+        best = int(np.argmin(losses))
+        extrapolated = lam_opt is not None and not (used.min() <= lam_opt <= used.max())
+        if lam_opt is None:
+            notes.append(f"N={n:g}, D={d:g}, B={b:g}: loss not convex in log lam; left out")
+        elif extrapolated:
+            msg = (
+                f"N={n:g}, D={d:g}, B={b:g}: lambda_opt={lam_opt:.4g} lies outside the swept "
+                f"range [{used.min():.4g}, {used.max():.4g}] (extrapolated)"
+            )
+            notes.append(msg)
+            warnings.warn(f"fit_tau_law: {msg}", RuntimeWarning, stacklevel=2)
+        cells.append(
+            TauCell(
+                N=n,
+                D=d,
+                B=b,
+                eta=eta,
+                tpp=d / n,
+                lambda_opt=lam_opt,
+                tau_opt=None if lam_opt is None else b / (eta * lam_opt * d),
+                loss_opt=loss_opt,
+                best_lambda=float(lams[best]),
+                best_loss=float(losses[best]),
+                extrapolated=bool(extrapolated),
+                points=int(used.shape[0]),
+            )
+        )
+    # A λ_opt outside the swept range is an extrapolation of a quadratic: kept in the cell, left
+    # out of the laws.
+    usable = [c for c in cells if c.tau_opt is not None and not c.extrapolated]
+    c_tau = m_tau = r2 = None
+    if len(usable) >= 3 and len({c.tpp for c in usable}) >= 2:
+        c_tau, m_tau, r2 = fit_power_law([c.tpp for c in usable], [c.tau_opt for c in usable])
+    else:
+        notes.append(
+            "tau law: needs at least 3 cells with a bracketed optimum over at least 2 TPP values"
+        )
+    law1 = []
+    by_nd: dict[tuple[float, float, float], list[TauCell]] = {}
+    for c in usable:
+        by_nd.setdefault((c.N, c.D, c.eta), []).append(c)
+    for (n, d, eta), group in sorted(by_nd.items()):
+        if len({c.B for c in group}) < 2:
+            continue
+        group = sorted(group, key=lambda c: c.B)
+        slope = float(
+            np.polyfit(np.log([c.B for c in group]), np.log([c.lambda_opt for c in group]), 1)[0]
+        )
+        law1.append(
+            {
+                "N": n,
+                "D": d,
+                "eta": eta,
+                "slope": slope,
+                "B": [c.B for c in group],
+                "lambda_opt": [c.lambda_opt for c in group],
+            }
+        )
+    return TauLawFit(tuple(cells), c_tau, m_tau, r2, tuple(law1), tuple(notes))
+
+
+@dataclasses.dataclass(frozen=True)
+class BCritFit:
+    """D(B) = D_min·(1 + B/B_crit) fitted to tokens-to-target; ``points`` are the (B, D) used."""
+
+    B_crit: float
+    D_min: float
+    target_loss: float
+    points: tuple[tuple[float, float], ...]
+    notes: tuple[str, ...]
+
+
+def estimate_b_crit(runs: Iterable[Any], target_loss: float) -> BCritFit:
+    """The critical batch from the tokens each batch size needs to reach ``target_loss``.
+
+    For each B, the tokens-to-target are interpolated (in log D against log loss) between the
+    runs that bracket the target; then D(B) = D_min·(1 + B/B_crit) is fitted in log space with
+    ``scipy.optimize.least_squares``.
+
+    Args:
+        runs: records with ``B`` (tokens), ``D`` (tokens) and ``loss`` (the final loss of a run of D
+            tokens at batch B, λ tuned per run as in the paper). Losses must be > 0.
+        target_loss: the loss level (> 0); at least 3 batch sizes must bracket it.
+
+    Returns:
+        A :class:`BCritFit`.
+    """
+    from scipy.optimize import least_squares
+
+    if isinstance(target_loss, bool) or not isinstance(target_loss, (int, float)):
+        raise TypeError(f"target_loss: expected a number, got {type(target_loss).__name__}")
+    if not (math.isfinite(target_loss) and target_loss > 0):
+        raise ValueError(f"target_loss: expected a finite number > 0, got {target_loss!r}")
+    if isinstance(runs, (str, bytes)):
+        raise TypeError("runs: expected an iterable of run records")
+    by_b: dict[float, list[tuple[float, float]]] = {}
+    for i, run in enumerate(runs):
+        b, d, loss = (run_field(run, k, i) for k in ("B", "D", "loss"))
+        if b <= 0 or d <= 0 or loss <= 0:
+            raise ValueError(f"runs[{i}]: B, D and loss must be > 0")
+        by_b.setdefault(b, []).append((d, loss))
+    points: list[tuple[float, float]] = []
+    notes: list[str] = []
+    for b, pts in sorted(by_b.items()):
+        pts.sort()
+        ds = np.log([p[0] for p in pts])
+        ls = np.log([p[1] for p in pts])
+        target = math.log(target_loss)
+        found = None
+        for j in range(len(pts) - 1):
+            lo, hi = ls[j], ls[j + 1]
+            if (lo - target) * (hi - target) <= 0 and lo != hi:
+                found = ds[j] + (target - lo) * (ds[j + 1] - ds[j]) / (hi - lo)
+                break
+        if found is None:
+            notes.append(f"B={b:g}: the runs do not bracket target_loss={target_loss:g}; left out")
+        else:
+            points.append((b, float(math.exp(found))))
+    if len(points) < 3:
+        raise ValueError(
+            f"runs: only {len(points)} batch sizes reach target_loss={target_loss:g}; "
+            "fitting D(B) = D_min(1 + B/B_crit) needs at least 3"
+        )
+    bs = np.array([p[0] for p in points])
+    ds = np.log([p[1] for p in points])
+
+    def residual(theta: np.ndarray) -> np.ndarray:
+        log_dmin, log_bcrit = theta
+        return log_dmin + np.log1p(bs / math.exp(log_bcrit)) - ds
+
+    start = np.array([ds.min(), math.log(float(np.median(bs)))])
+    sol = least_squares(residual, start, method="lm")
+    return BCritFit(
+        B_crit=float(math.exp(sol.x[1])),
+        D_min=float(math.exp(sol.x[0])),
+        target_loss=float(target_loss),
+        points=tuple(points),
+        notes=tuple(notes),
+    )

@@ -1,1 +1,0 @@
-"""Public ops of hpscaling: argument checks, autograd functions and backend dispatch."""

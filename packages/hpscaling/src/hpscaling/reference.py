@@ -1,1 +1,0 @@
-"""Naive, readable reference implementations of hpscaling: the spec in code (float64-capable)."""

@@ -1,0 +1,124 @@
+"""The fitters recover planted laws; they refuse fits with too few points."""
+
+import math
+
+import numpy as np
+import pytest
+from hpscaling import estimate_b_crit, fit_power_law, fit_tau_law
+
+
+def test_fit_power_law_recovers_planted_constants_under_noise():
+    rng = np.random.default_rng(0)
+    x = np.geomspace(5, 2000, 12)
+    y = 1.084 * x**-0.527 * np.exp(rng.normal(0, 0.01, x.shape))
+    c, m, r2 = fit_power_law(x, y)
+    assert c == pytest.approx(1.084, rel=0.05)
+    assert m == pytest.approx(-0.527, abs=0.01)
+    assert 0.99 < r2 <= 1.0
+
+
+def test_fit_power_law_weights_ignore_a_zero_weight_outlier():
+    x = np.array([1.0, 2.0, 4.0, 8.0, 16.0])
+    y = 3.0 * x**0.5
+    y_bad = y.copy()
+    y_bad[-1] *= 10
+    c, m, _ = fit_power_law(x, y_bad, weights=[1, 1, 1, 1, 0])
+    assert c == pytest.approx(3.0, rel=1e-12) and m == pytest.approx(0.5, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("x", "y", "weights", "name", "error"),
+    [
+        ([1, 2], [1, 2], None, "x", ValueError),
+        ([1, 1, 1], [1, 2, 3], None, "x", ValueError),
+        ([1, 2, 3], [1, 2], None, "y", ValueError),
+        ([1, 2, -3], [1, 2, 3], None, "x", ValueError),
+        ([1, 2, 3], [1, 0, 3], None, "y", ValueError),
+        ([1, 2, 3], [1, 2, 3], [1, -1, 1], "weights", ValueError),
+        ([[1, 2, 3]], [1, 2, 3], None, "x", ValueError),
+        (["a", "b", "c"], [1, 2, 3], None, "x", TypeError),
+    ],
+)
+def test_fit_power_law_bad_input(x, y, weights, name, error):
+    with pytest.raises(error, match=name):
+        fit_power_law(x, y, weights)
+
+
+def _bowl_runs(cells, taus, kappa=0.05, c=1.084, m=-0.527, eta=3e-3):
+    """Loss bowls L = L*(N, D) + κ(log τ − log τ_opt)² with τ_opt = c·TPP^m (the spec's planted data)."""
+    runs = []
+    for N, tpp, B in cells:
+        D = tpp * N
+        t_opt = c * tpp**m
+        for tau in taus:
+            lam = B / (eta * tau * D)
+            loss = 2.0 + 10 * N**-0.2 + kappa * (math.log(tau) - math.log(t_opt)) ** 2
+            runs.append({"N": N, "D": D, "B": B, "eta": eta, "lam": lam, "loss": loss})
+        runs.append({"N": N, "D": D, "B": B, "eta": eta, "lam": 0.0, "loss": 9.0})  # ignored
+    return runs
+
+
+def test_fit_tau_law_recovers_planted_tau_law_and_law1_slope():
+    cells = [
+        (n, t, b) for n in (1e5, 4e5) for t in (5.0, 20.0, 80.0) for b in (512.0, 1024.0, 2048.0)
+    ]
+    taus = np.geomspace(0.01, 4.0, 9)
+    fit = fit_tau_law(_bowl_runs(cells, taus))
+    assert len(fit.cells) == len(cells)
+    for cell in fit.cells:
+        assert cell.tau_opt == pytest.approx(1.084 * cell.tpp**-0.527, rel=1e-9)
+        assert not cell.extrapolated
+    assert fit.c_tau == pytest.approx(1.084, rel=1e-9)
+    assert fit.m_tau == pytest.approx(-0.527, rel=1e-9)
+    assert fit.r2 == pytest.approx(1.0)
+    assert len(fit.law1) == 6
+    for entry in fit.law1:
+        assert entry["slope"] == pytest.approx(1.0, rel=1e-9)
+
+
+def test_fit_tau_law_flags_and_warns_on_an_optimum_outside_the_sweep():
+    runs = _bowl_runs([(1e5, 20.0, 1024.0)], [1.0, 2.0, 4.0])  # τ_opt(20) = 0.22 < 1.0
+    with pytest.warns(RuntimeWarning, match="extrapolated"):
+        fit = fit_tau_law(runs, window=None)
+    assert fit.cells[0].extrapolated
+    assert fit.m_tau is None and fit.law1 == ()
+
+
+def test_fit_tau_law_needs_three_lambdas_per_cell():
+    runs = _bowl_runs([(1e5, 20.0, 1024.0)], [0.1, 0.3])
+    with pytest.raises(ValueError, match="at least 3"):
+        fit_tau_law(runs)
+    with pytest.raises(ValueError, match="missing field 'loss'"):
+        fit_tau_law([{"N": 1, "D": 1, "B": 1, "eta": 1, "lam": 1}])
+    with pytest.raises(ValueError, match="window"):
+        fit_tau_law(runs, window=2)
+
+
+def _b_crit_runs(b_crit=4096.0, d_min=1e7, batches=(256, 1024, 4096, 16384, 65536)):
+    """Loss(D, B) = 2 + 40·(D_eff/D_min)^−0.3 with D_eff = D/(1 + B/B_crit): the McCandlish trade-off."""
+    runs = []
+    for b in batches:
+        for d in np.geomspace(1e6, 1e10, 60):
+            d_eff = d / (1 + b / b_crit)
+            runs.append({"B": float(b), "D": float(d), "loss": 2.0 + 0.5 * (d_eff / d_min) ** -0.3})
+    return runs
+
+
+def test_estimate_b_crit_recovers_planted_value():
+    fit = estimate_b_crit(_b_crit_runs(), target_loss=2.5)
+    assert fit.B_crit == pytest.approx(4096.0, rel=0.02)
+    assert fit.D_min == pytest.approx(1e7, rel=0.02)
+    assert len(fit.points) == 5
+
+
+def test_estimate_b_crit_needs_three_batches_reaching_the_target():
+    runs = _b_crit_runs(batches=(256, 1024))
+    with pytest.raises(ValueError, match="at least 3"):
+        estimate_b_crit(runs, target_loss=2.5)
+    with pytest.raises(ValueError, match="target_loss"):
+        estimate_b_crit(_b_crit_runs(), target_loss=0.0)
+    # D_eff = 100·D_min: the largest B would need 1.7e10 tokens, beyond the runs (1e10)
+    fit = estimate_b_crit(_b_crit_runs(), target_loss=2.0 + 0.5 * 100.0**-0.3)
+    assert [p[0] for p in fit.points] == [256.0, 1024.0, 4096.0, 16384.0]
+    assert len(fit.notes) == 1 and "B=65536" in fit.notes[0]
+    assert fit.B_crit == pytest.approx(4096.0, rel=0.02)
