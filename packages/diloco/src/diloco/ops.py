@@ -1,1 +1,0 @@
-"""Public ops of diloco: argument checks, autograd functions and backend dispatch."""
