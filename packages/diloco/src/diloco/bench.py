@@ -496,7 +496,7 @@ def speed(ctx: Context) -> None:
     from diloco.peer import start_lighthouse, torchft_available
     from diloco.training import RunSpec, run
 
-    hidden = ctx.pick(smoke=8, quick=24, full=48)
+    hidden = ctx.pick(smoke=8, quick=24, full=32)
     sync_every = ctx.pick(smoke=5, quick=10, full=30)
     steps = ctx.pick(smoke=10, quick=30, full=90)
     base = RunSpec(
@@ -531,7 +531,7 @@ def speed(ctx: Context) -> None:
         ctx.log(f"torchft timing skipped: {ft_why}")
     lighthouse = start_lighthouse(2) if ft_ok else None
     try:
-        rounds = ctx.pick(smoke=2, quick=3, full=15)
+        rounds = ctx.pick(smoke=2, quick=3, full=5)
         per_rank = run_replicas(
             _speed_rank,
             2,
