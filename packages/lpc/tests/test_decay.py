@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-
 from lpc.decay import continuation_prob, logit, static_key
 
 
