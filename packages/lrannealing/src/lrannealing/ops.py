@@ -1,1 +1,0 @@
-"""Public ops of lrannealing: argument checks, autograd functions and backend dispatch."""
