@@ -26,7 +26,9 @@ def test_curve_spread_is_zero_for_identical_curves_and_none_without_overlap():
     same = {1: ([0.1, 1.0], [2.0, 3.0]), 2: ([0.1, 1.0], [2.0, 3.0])}
     assert curve_spread(same) == pytest.approx(0.0)
     shifted = {1: ([0.1, 1.0], [2.0, 3.0]), 2: ([0.1, 1.0], [2.2, 3.2])}
-    assert curve_spread(shifted) == pytest.approx(0.1)
+    assert curve_spread(shifted) == pytest.approx(0.0)  # only the level differs
+    steeper = {1: ([0.1, 1.0], [2.0, 3.0]), 2: ([0.1, 1.0], [2.0, 3.2])}
+    assert curve_spread(steeper) == pytest.approx(0.05)
     assert curve_spread({1: ([0.1, 0.2], [1, 2]), 2: ([1.0, 2.0], [1, 2])}) is None
 
 

@@ -76,6 +76,18 @@ def test_fit_tau_law_recovers_planted_tau_law_and_law1_slope():
         assert entry["slope"] == pytest.approx(1.0, rel=1e-9)
 
 
+def test_law1_groups_batches_whose_D_differs_by_a_whole_step():
+    # whole steps at B and 2B: D a fraction of a percent apart, as in the reduced reproduction
+    cells = [(8e4, 5.0, 1024.0), (8e4, 5.0 * 1.0026, 2048.0), (8e4, 5.0 * 0.9990, 4096.0)]
+    fit = fit_tau_law(_bowl_runs(cells, np.geomspace(0.05, 5.0, 7)))
+    (entry,) = fit.law1
+    assert entry["slope"] == pytest.approx(1.0, abs=1e-2)
+    assert entry["std_log_tau_opt"] < 1e-2 < entry["std_log_lambda_opt"]
+    assert fit_tau_law(_bowl_runs(cells, np.geomspace(0.05, 5.0, 7)), d_rtol=0.0).law1 == ()
+    with pytest.raises(ValueError, match="d_rtol"):
+        fit_tau_law(_bowl_runs(cells, [0.1, 1.0, 3.0]), d_rtol=2.0)
+
+
 def test_fit_tau_law_flags_and_warns_on_an_optimum_outside_the_sweep():
     runs = _bowl_runs([(1e5, 20.0, 1024.0)], [1.0, 2.0, 4.0])  # τ_opt(20) = 0.22 < 1.0
     with pytest.warns(RuntimeWarning, match="extrapolated"):

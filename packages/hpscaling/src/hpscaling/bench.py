@@ -141,8 +141,8 @@ def harness_speed(ctx: Context) -> None:
         return 6.0 * n_model * tpp * n_model
 
     plans = {
-        "A_full (21 runs)": 21 * flops_of(48, 20),
-        "B_full (30 runs)": 5 * sum(flops_of(h, t) for h in (32, 64) for t in (5, 20, 80)),
+        "A_full (30 runs)": 30 * flops_of(48, 20),
+        "B_full (42 runs)": 7 * sum(flops_of(h, t) for h in (32, 64) for t in (5, 20, 80)),
         "D_full (11 runs)": 11 * flops_of(64, 20),
     }
     for name, total_flops in plans.items():
@@ -183,7 +183,7 @@ def _a_sizes(ctx: Context) -> dict[str, Any]:
             hidden=48,
             seq_len=64,
             batches=(8, 16, 32),
-            taus=(0.03, 0.06, 0.12, 0.25, 0.5, 1.0),
+            taus=(0.03, 0.06, 0.12, 0.25, 0.5, 1.0, 2.0),
             tpp=20.0,
             lam0=True,
             lr_rules=True,
@@ -206,7 +206,8 @@ def curve_spread(
     ys = []
     for xs, vals in curves.values():
         order = np.argsort(xs)
-        ys.append(np.interp(grid, np.log(np.asarray(xs))[order], np.asarray(vals)[order]))
+        vals = np.asarray(vals, dtype=np.float64)
+        ys.append(np.interp(grid, np.log(np.asarray(xs))[order], vals[order] - vals.min()))
     return float(np.mean(np.std(np.stack(ys), axis=0)))
 
 
@@ -285,6 +286,7 @@ def tau_invariance(ctx: Context) -> None:
                 extrapolated=cell.extrapolated,
             )
     for entry in fit.law1:
+        batches = ",".join(str(int(b // s["seq_len"])) for b in entry["B"])
         ctx.record(
             "law1_slope",
             entry["slope"],
@@ -292,7 +294,16 @@ def tau_invariance(ctx: Context) -> None:
             baseline="paper (λ ∝ B)",
             baseline_value=1.0,
             lower_is_better=False,
-            B=",".join(str(int(b // s["seq_len"])) for b in entry["B"]),
+            B=batches,
+        )
+        ctx.record(
+            "optimum_spread",
+            entry["std_log_tau_opt"],
+            "std of log",
+            baseline="λ_opt across B",
+            baseline_value=entry["std_log_lambda_opt"],
+            axis="τ_opt across B",
+            B=batches,
         )
     curves_tau = {
         b: ([r["tau"] for r in rs], [r["val_loss"] for r in rs]) for b, rs in grid.items()
@@ -376,14 +387,18 @@ def _b_sizes(mode: str) -> dict[str, Any]:
             widths=(16,), seq_len=32, batch=4, tpps=(0.25, 0.5, 1.0), taus=(0.1, 0.3, 1.0)
         ),
         "quick": dict(
-            widths=(16,), seq_len=64, batch=16, tpps=(1.0, 4.0, 16.0), taus=(0.1, 0.3, 1.0, 3.0)
+            widths=(16,),
+            seq_len=64,
+            batch=8,
+            tpps=(2.0, 6.0, 18.0),
+            taus=(0.3, 1.0, 3.0, 10.0, 30.0),
         ),
         "full": dict(
             widths=(32, 64),
             seq_len=64,
             batch=16,
             tpps=(5.0, 20.0, 80.0),
-            taus=(0.06, 0.12, 0.25, 0.5, 1.0),
+            taus=(0.06, 0.12, 0.25, 0.5, 1.0, 2.0, 4.0),
         ),
     }[mode]
 
@@ -634,7 +649,8 @@ def law_vs_search(ctx: Context) -> None:
     if not optuna_available():
         ctx.log(f"D: optuna arm skipped: {MISSING}")
     else:
-        low = constant_tau_lambda(5.0, probe["B"], ETA, probe["D"])
+        # the range a user without the law would search: every τ of the sweeps and beyond
+        low = constant_tau_lambda(50.0, probe["B"], ETA, probe["D"])
         high = constant_tau_lambda(0.02, probe["B"], ETA, probe["D"])
         from neurips25_core.progress import progress_bar
 

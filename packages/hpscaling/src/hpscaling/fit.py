@@ -135,7 +135,9 @@ class TauLawFit:
         c_tau, m_tau, r2: the τ_opt = c·TPP^m fit over the cells whose optimum lies inside the
             swept range (None with fewer than 3 such cells or a single TPP).
         law1: one entry per (N, D, η) with at least 2 batch sizes: ``{"N", "D", "eta", "slope",
-            "B": [...], "lambda_opt": [...]}``, the slope of log λ_opt against log B (Law 1: 1).
+            "B": [...], "lambda_opt": [...], "tau_opt": [...], "std_log_tau_opt",
+            "std_log_lambda_opt"}``; ``slope`` is d log λ_opt / d log B (Law 1: 1), λ_opt rescaled
+            to the group's mean D.
         notes: why cells or fits were left out.
     """
 
@@ -162,7 +164,7 @@ def _bowl(lams: np.ndarray, losses: np.ndarray, window: int | None):
     return float(math.exp(x_opt)), float(c - b * b / (4 * a)), lams
 
 
-def fit_tau_law(runs: Iterable[Any], window: int | None = 5) -> TauLawFit:
+def fit_tau_law(runs: Iterable[Any], window: int | None = 5, d_rtol: float = 0.02) -> TauLawFit:
     """Fit the τ law from λ sweeps: a quadratic in log λ per (N, D, B, η), then τ_opt against TPP.
 
     Args:
@@ -170,11 +172,15 @@ def fit_tau_law(runs: Iterable[Any], window: int | None = 5) -> TauLawFit:
             Runs with λ = 0 are ignored (τ = ∞). Each cell needs at least 3 distinct λ > 0.
         window: fit each bowl on at most this many λ values around the lowest loss (None: all);
             a quadratic describes a loss curve only near its minimum.
+        d_rtol: cells whose D differ by at most this fraction share one D for Law 1 (runs of
+            whole steps at different B cannot have exactly the same D).
 
     Returns:
         A :class:`TauLawFit`. A λ_opt outside the swept range is kept, flagged ``extrapolated``
         and warned about.
     """
+    if isinstance(d_rtol, bool) or not isinstance(d_rtol, (int, float)) or not 0 <= d_rtol < 1:
+        raise ValueError(f"d_rtol: expected a number in [0, 1), got {d_rtol!r}")
     if window is not None and (
         isinstance(window, bool) or not isinstance(window, int) or window < 3
     ):
@@ -242,24 +248,39 @@ def fit_tau_law(runs: Iterable[Any], window: int | None = 5) -> TauLawFit:
             "tau law: needs at least 3 cells with a bracketed optimum over at least 2 TPP values"
         )
     law1 = []
-    by_nd: dict[tuple[float, float, float], list[TauCell]] = {}
-    for c in usable:
-        by_nd.setdefault((c.N, c.D, c.eta), []).append(c)
-    for (n, d, eta), group in sorted(by_nd.items()):
+    # Law 1 compares batch sizes at one (N, D). Runs of a whole number of steps at different B
+    # have D a fraction of a percent apart: cells within ``d_rtol`` count as one D, and λ_opt
+    # (∝ 1/D at fixed τ) is rescaled to the group's mean D before the slope is taken.
+    groups_nd: list[list[TauCell]] = []
+    for c in sorted(usable, key=lambda c: (c.N, c.eta, c.D)):
+        last = groups_nd[-1][0] if groups_nd else None
+        if (
+            last is not None
+            and (last.N, last.eta) == (c.N, c.eta)
+            and abs(c.D / last.D - 1) <= d_rtol
+        ):
+            groups_nd[-1].append(c)
+        else:
+            groups_nd.append([c])
+    for group in groups_nd:
         if len({c.B for c in group}) < 2:
             continue
         group = sorted(group, key=lambda c: c.B)
-        slope = float(
-            np.polyfit(np.log([c.B for c in group]), np.log([c.lambda_opt for c in group]), 1)[0]
-        )
+        d_ref = float(np.exp(np.mean(np.log([c.D for c in group]))))
+        lam_ref = [c.lambda_opt * c.D / d_ref for c in group]
+        slope = float(np.polyfit(np.log([c.B for c in group]), np.log(lam_ref), 1)[0])
         law1.append(
             {
-                "N": n,
-                "D": d,
-                "eta": eta,
+                "N": group[0].N,
+                "D": d_ref,
+                "eta": group[0].eta,
                 "slope": slope,
                 "B": [c.B for c in group],
-                "lambda_opt": [c.lambda_opt for c in group],
+                "lambda_opt": lam_ref,
+                "tau_opt": [c.tau_opt for c in group],
+                # the optimum's spread across B on each axis: Law 1 says τ_opt does not move
+                "std_log_tau_opt": float(np.std(np.log([c.tau_opt for c in group]))),
+                "std_log_lambda_opt": float(np.std(np.log(lam_ref))),
             }
         )
     return TauLawFit(tuple(cells), c_tau, m_tau, r2, tuple(law1), tuple(notes))
