@@ -112,7 +112,7 @@ def hit_ratio(ctx: Context) -> None:
         quick=(0.02, 0.05, 0.1, 0.2, 0.6),
         full=(0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3, 0.45, 0.6),
     )
-    epochs = ctx.pick(smoke=2, quick=30, full=60)
+    epochs = ctx.pick(smoke=2, quick=100, full=60)
     seed = 0
     knobs = {"n_types": 6, "tau": TAU, "max_active": 200}
     train = make_synthetic_trace(n_train, seed=seed + 1, **knobs)
@@ -339,6 +339,7 @@ def evict_speed(ctx: Context) -> None:
     """Insert + evict per block in a full cache: LRU vs LPC-static (heap) vs LPC-periodic (O(n))."""
     from lpc.cache import BlockRadixCache
     from lpc.policy import LPCPolicy, LRUPolicy
+    from lpc.sim import gc_paused
 
     capacity = ctx.pick(smoke=2_000, quick=100_000, full=100_000)
     path_blocks, block_size, per_call = 20, 4, 25
@@ -348,6 +349,7 @@ def evict_speed(ctx: Context) -> None:
     )
     for i, r in enumerate(stream):
         r.time = float(len(fill) + i)  # 1 s of trace time per request: periodic re-scores every 10
+        r.conv_id += 10**7  # new conversations (they continue when the stream wraps around)
 
     def p_of(r):
         return 0.2 + 0.6 * ((r.conv_id * 2654435761) % 1000) / 1000
@@ -360,8 +362,9 @@ def evict_speed(ctx: Context) -> None:
     caches, cursors = {}, {}
     for name, make in makers.items():
         cache = BlockRadixCache(capacity, block_size=block_size, policy=make())
-        for r in fill:
-            cache.insert(r, r.time)
+        with gc_paused():
+            for r in fill:
+                cache.insert(r, r.time)
         caches[name], cursors[name] = cache, 0
 
     def step(name):
@@ -375,7 +378,7 @@ def evict_speed(ctx: Context) -> None:
 
         return run
 
-    with single_thread():
+    with single_thread(), gc_paused():
         result = compare(
             {name: step(name) for name in makers},
             baseline="LRU",
@@ -394,7 +397,7 @@ def evict_speed(ctx: Context) -> None:
             else result.timings["LRU"].median / (per_call * path_blocks),
             impl=name,
             capacity_blocks=capacity,
-            load=f"{result.load_start}->{result.load_end}",
+            load=f"{result.load_start:.1f}->{result.load_end:.1f}",
         )
 
 
@@ -431,5 +434,5 @@ def predictor_speed(ctx: Context) -> None:
             lower_is_better=False,
             impl=name,
             batch=len(trace),
-            load=f"{result.load_start}->{result.load_end}",
+            load=f"{result.load_start:.1f}->{result.load_end:.1f}",
         )
