@@ -345,17 +345,28 @@ def fit_speed(ctx: Context) -> None:
     ):
         loss = truth.predict(lrs, steps) * (1 + 0.002 * rng.standard_normal(steps.size))
         curves.append(Curve(steps, loss, lrs, name=name))
-    finite, analytic = fit(curves, gradient="finite"), fit(curves, gradient="analytic")
-    gap = abs(finite.objective - analytic.objective) / analytic.objective
-    if gap > 1e-3:
-        raise AssertionError(f"fit_speed: the two fits disagree (objective gap {gap:.2e})")
+    # smoke: 4 starts (seconds); quick/full: the reference's 54
+    grid = ctx.pick(
+        smoke={"L0": (0.1, 2.1), "A": (1.0,), "C": (1.0,), "alpha": (0.4, 0.8)},
+        quick=None,
+        full=None,
+    )
+    out = {}
+
+    def run(gradient):
+        out[gradient] = fit(curves, gradient=gradient, init_grid=grid)
+
     result = compare(
-        {
-            "finite": lambda: fit(curves, gradient="finite"),
-            "analytic": lambda: fit(curves, gradient="analytic"),
-        },
+        {"finite": lambda: run("finite"), "analytic": lambda: run("analytic")},
         baseline="finite",
         rounds=ctx.pick(smoke=1, quick=1, full=3),
         warmup=0,
+    )
+    finite, analytic = out["finite"], out["analytic"]
+    gap = abs(finite.objective - analytic.objective) / analytic.objective
+    if gap > 1e-3:
+        raise AssertionError(f"fit_speed: the two fits disagree (objective gap {gap:.2e})")
+    ctx.record(
+        "fit_objective_gap", gap, "relative", finite=finite.objective, analytic=analytic.objective
     )
     result.record(ctx, starts=analytic.starts, points=int(steps.size * 2))

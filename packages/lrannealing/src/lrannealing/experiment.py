@@ -35,8 +35,8 @@ class ScheduledAdamW(torch.optim.AdamW):
         >>> p = torch.nn.Parameter(torch.zeros(2))
         >>> opt = ScheduledAdamW([p], lrs=[0.1, 0.05, 0.0])
         >>> p.grad = torch.ones(2)
-        ... opt.step()
-        ... opt.param_groups[0]["lr"]
+        >>> opt.step()
+        >>> opt.param_groups[0]["lr"]
         0.1
     """
 

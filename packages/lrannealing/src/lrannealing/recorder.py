@@ -9,7 +9,7 @@ Example (CPU):
     >>> from lrannealing import LossCurveRecorder
     >>> rec = LossCurveRecorder(source="train")
     >>> for step in range(8):
-    ...     rec.record(step, lr=1e-3, loss=3.0 / (step + 1))
+    ...     _ = rec.record(step, lr=1e-3, loss=3.0 / (step + 1))
     >>> curve = rec.curve(name="demo")
     >>> curve.steps.tolist()[:3], curve.source
     ([0, 1, 2], 'train')
