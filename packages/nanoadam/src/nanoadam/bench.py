@@ -10,11 +10,11 @@ Quality (real training on offline data):
   mean-pool head, task 1 (6 stdlib packages) then task 2 (6 others), head 1 reloaded after task
   2. Every arm gets the same LR sweep and is reported at its best LR (mean test accuracy of the
   two tasks). Arms: NanoAdam, full AdamW (the baseline the paper beats), LoRA via peft (the peer
-  a user would pick), and in full mode the random / large-weight / large-grad / static-mask
-  baselines. Metrics: accuracy, forgetting (task-1 points lost, and the pretraining corpus
+  a user would pick), and in smoke and full mode the random / large-weight / large-grad /
+  static-mask baselines. Metrics: accuracy, forgetting (task-1 points lost, and the pretraining corpus
   bits/byte increase through the untouched LM head), backbone ℓ2 shift, untouched fraction,
   optimizer state bytes, step time. Smoke: the core's width-32 toy model, 4 steps per task, one
-  LR. Quick (under a minute of CPU with an empty cache): a smaller tiny Llama (hidden 64,
+  LR, all seven arms. Quick (under a minute of CPU with an empty cache): a smaller tiny Llama (hidden 64,
   2 layers, 4 heads, pretrained 200 steps of 16 × 64 bytes on stdlib source), 60 steps per task
   (batch 8, 64-byte snippets, 256 test snippets), LR ∈ {3e-4, 3e-3}, NanoAdam/AdamW/LoRA. Full: the core's 0.87M-parameter pretrained
   tiny Llama (hidden 128, 4 layers, 600 steps), 400 steps per task (batch 16, 256-byte
@@ -291,7 +291,8 @@ def forgetting_case(ctx: Context) -> None:
             lora_rank=8,
         ),
     )
-    arms = list(ctx.pick(smoke=ARMS_QUICK, quick=ARMS_QUICK, full=ARMS_FULL))
+    # smoke runs every arm at toy size, so the full run's arms are exercised end to end in CI
+    arms = list(ctx.pick(smoke=ARMS_FULL, quick=ARMS_QUICK, full=ARMS_FULL))
     if not _peft_available():
         ctx.log("forgetting: peft is not installed (pip install 'nanoadam[peers]'): LoRA skipped")
         arms.remove("lora")
