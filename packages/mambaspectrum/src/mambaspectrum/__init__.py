@@ -6,7 +6,7 @@ variant, SPSA calibration, and a chunked selective scan for long CPU forwards.
 """
 
 from . import eval
-from .calibrate import Calibration, calibrate_spsa, spsa
+from .calibrate import Calibration, calibrate_grad, calibrate_spsa, spsa
 from .reference import mamba2_scan_ref, scaled_a_log, selective_scan_ref, state_bound
 from .scaler import Scaler, patch_fast_forward, spectrum, state_norms, unpatch_fast_forward
 from .scan import selective_scan, selective_scan_chunked
@@ -14,6 +14,7 @@ from .scan import selective_scan, selective_scan_chunked
 __all__ = [
     "Calibration",
     "Scaler",
+    "calibrate_grad",
     "calibrate_spsa",
     "eval",
     "mamba2_scan_ref",

@@ -37,7 +37,8 @@ def _trained_mamba(ctx: Context, seed: int, family: str = "mamba1"):
     hidden = ctx.pick(smoke=32, quick=64, full=128)
     layers = ctx.pick(smoke=1, quick=2, full=4)
     seq_len = ctx.pick(smoke=32, quick=128, full=128)
-    steps = ctx.pick(smoke=15, quick=300, full=1500)
+    # quick trains 100 steps (the 300 took ~80 s of the quick run's minute alone)
+    steps = ctx.pick(smoke=15, quick=100, full=1500)
     # quick trains on 4 sequences per step (16 in full): ~5 s per 16x128 step on a loaded 2-core box
     batch = ctx.pick(smoke=16, quick=4, full=16)
     if family == "mamba1":
@@ -112,7 +113,7 @@ def _length_extension(ctx: Context, family: str) -> None:
     from .scaler import Scaler, state_norms
 
     seeds = ctx.pick(smoke=[0], quick=[0], full=[0, 1, 2])
-    iters = ctx.pick(smoke=2, quick=10, full=30)
+    iters = ctx.pick(smoke=2, quick=5, full=30)
     n_calib, n_eval = 4, ctx.pick(smoke=2, quick=4, full=10)
     # MambaExtend's delta on Mamba-2 needs a patched mixer (dt after softplus): not built.
     modes = MODES if family == "mamba1" else tuple(m for m in MODES if m != "delta")
@@ -126,7 +127,7 @@ def _length_extension(ctx: Context, family: str) -> None:
         factors = ctx.pick(smoke=[1, 2, 4], quick=[1, 2, 4, 8], full=[1, 2, 4, 8, 16, 32])
         lengths = [l_train * f for f in factors]
         targets = ctx.pick(
-            smoke=[lengths[-1]], quick=[lengths[-2], lengths[-1]], full=[l_train * 8, l_train * 32]
+            smoke=[lengths[-1]], quick=[lengths[-1]], full=[l_train * 8, l_train * 32]
         )
         val = corpus.split("val")
         # The validation files are split in two: calibration (first half), evaluation (second half).
@@ -235,7 +236,7 @@ def scan_speed(ctx: Context) -> None:
     from .scan import selective_scan
 
     d_inner, n = ctx.pick(smoke=(64, 16), quick=(1536, 16), full=(1536, 16))
-    lengths = ctx.pick(smoke=[256], quick=[1024, 4096], full=[1024, 4096, 16384])
+    lengths = ctx.pick(smoke=[256], quick=[1024], full=[1024, 4096, 16384])
     peer = _mambapy_available()
     if not peer:
         print(
@@ -265,8 +266,8 @@ def scan_speed(ctx: Context) -> None:
                 fns,
                 baseline="hf_slow",
                 min_time=ctx.pick(smoke=0.01, quick=0.3, full=1.0),
-                min_rounds=ctx.pick(smoke=2, quick=3, full=5),
-                max_time=ctx.pick(smoke=0.5, quick=4.0, full=30.0),
+                min_rounds=ctx.pick(smoke=2, quick=2, full=5),
+                max_time=ctx.pick(smoke=0.5, quick=1.0, full=30.0),
             )
         result.record(ctx, L=length, d_inner=d_inner, N=n, mambapy="yes" if peer else "absent")
         for name, t in result.timings.items():

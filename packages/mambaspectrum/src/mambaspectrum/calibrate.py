@@ -146,3 +146,127 @@ def calibrate_spsa(
     result.scales = result.scales.reshape(shape)
     scaler.set(result.scales)
     return result
+
+
+def calibrate_grad(
+    model,
+    batches,
+    scaler,
+    lr=1e-2,
+    steps=30,
+    init=1.0,
+    clip=(0.01, 1.0),
+    process_group=None,
+) -> Calibration:
+    """Train ``scaler``'s scales by gradient descent on the NLL of ``batches``; weights stay frozen.
+
+    Adam on the scales (every other weight is read, never written and gets no ``.grad``): the
+    scaled weights come from :meth:`Scaler.scaled_parameters` and the model runs through
+    ``torch.func.functional_call``, so autograd reaches the scales through the scan (patch a
+    Mamba-1 with :func:`~mambaspectrum.patch_fast_forward` for long sequences). Step ``k`` uses
+    ``batches[k % len(batches)]``; after each step the scales are clipped to ``clip``. The best
+    iterate by calibration loss (each iterate's loss on the batch of its step; give one batch for
+    a like-for-like choice) is kept and left set, as :func:`calibrate_spsa` does. With ``process_group`` every batch is sharded
+    over the ranks (rank r takes rows r, r + W, ...); the NLL sums, token counts and gradients are
+    all-reduced, so every rank takes the same step as one process on the whole batch.
+
+    Args:
+        model: the Mamba/Mamba2 model ``scaler`` was built on.
+        batches: a 2-D integer tensor (n, L), or a non-empty list of them.
+        scaler: a :class:`~mambaspectrum.Scaler`.
+        lr: Adam's learning rate (> 0).
+        steps: number of gradient steps (>= 0).
+        init: the initial scale (a number, the same for every entry).
+        clip: ``(low, high)`` bounds of the scales, ``0 < low < high``.
+        process_group: a ``torch.distributed`` group, or ``None`` for one process.
+
+    Returns:
+        :class:`Calibration` with the best scales, their loss, the loss at ``init`` and the trace.
+
+    Example:
+        >>> from transformers import MambaConfig, MambaForCausalLM
+        >>> from mambaspectrum import Scaler
+        >>> _ = torch.manual_seed(0)
+        >>> model = MambaForCausalLM(
+        ...     MambaConfig(vocab_size=16, hidden_size=8, num_hidden_layers=2, state_size=4)
+        ... ).eval()
+        >>> ids = torch.randint(0, 16, (2, 24))
+        >>> res = calibrate_grad(model, ids, Scaler(model), lr=0.05, steps=5)
+        >>> res.loss <= res.initial_loss
+        True
+    """
+    from torch.func import functional_call
+
+    from .scaler import Scaler
+
+    if not isinstance(scaler, Scaler):
+        raise TypeError(f"scaler: expected a mambaspectrum.Scaler, got {type(scaler).__name__}")
+    if isinstance(batches, torch.Tensor):
+        batches = [batches]
+    if not isinstance(batches, (list, tuple)) or not batches:
+        raise ValueError("batches: expected a 2-D integer tensor or a non-empty list of them")
+    for i, b in enumerate(batches):
+        if (
+            not isinstance(b, torch.Tensor)
+            or b.dim() != 2
+            or b.is_floating_point()
+            or b.shape[1] < 2
+        ):
+            raise ValueError(
+                f"batches: entry {i} must be a 2-D integer tensor (n, L >= 2), "
+                f"got {getattr(b, 'dtype', type(b).__name__)} {tuple(getattr(b, 'shape', ()))}"
+            )
+    if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
+        raise ValueError(f"lr: expected a finite number > 0, got {lr!r}")
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
+        raise ValueError(f"steps: expected a non-negative int, got {steps!r}")
+    lo, hi = clip
+    if not (lo > 0 and hi > lo):
+        raise ValueError(f"clip: expected 0 < low < high, got {clip}")
+    if not (isinstance(init, (int, float)) and lo <= init <= hi):
+        raise ValueError(f"init: expected a number in clip [{lo}, {hi}], got {init!r}")
+    if process_group is not None:
+        import torch.distributed as dist
+
+        rank, world = dist.get_rank(process_group), dist.get_world_size(process_group)
+    else:
+        rank, world = 0, 1
+
+    def reduce(t):
+        if process_group is not None:
+            dist.all_reduce(t, group=process_group)
+        return t
+
+    scales = torch.full(scaler.shape, float(init), dtype=torch.float32, requires_grad=True)
+    opt = torch.optim.Adam([scales], lr=lr)
+    history, best_s, best_f, f0 = [], None, math.inf, None
+    with torch.enable_grad():
+        for k in range(steps + 1):
+            rows = batches[k % len(batches)][rank::world]
+            count = float(batches[k % len(batches)][:, 1:].numel())  # the whole batch's tokens
+            if rows.shape[0]:
+                params = scaler.scaled_parameters(scales)
+                logits = functional_call(model, params, (rows[:, :-1],)).logits.float()
+                nll = F.cross_entropy(
+                    logits.reshape(-1, logits.shape[-1]), rows[:, 1:].reshape(-1), reduction="sum"
+                )
+                (grad,) = torch.autograd.grad(nll / count, [scales])
+                value = nll.detach().double() / count
+            else:
+                grad, value = torch.zeros_like(scales), torch.zeros((), dtype=torch.float64)
+            grad = reduce(grad.contiguous())
+            f = float(reduce(value.reshape(1)))
+            if f0 is None:
+                f0 = f
+            if f < best_f:
+                best_s, best_f = scales.detach().clone(), f
+            history.append({"step": k, "loss": f, "scales": scales.detach().flatten().tolist()})
+            if k == steps:
+                break
+            scales.grad = grad
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            with torch.no_grad():
+                scales.clamp_(lo, hi)
+    scaler.set(best_s)
+    return Calibration(scales=best_s, loss=best_f, initial_loss=f0, history=history)

@@ -92,10 +92,13 @@ class Scaler:
             raise TypeError(f"prefill_only: expected a bool, got {type(prefill_only).__name__}")
         self.model, self.kind, self.mixers = model, kind, mixers
         self.mode, self.granularity, self.prefill_only = mode, granularity, prefill_only
-        self._a_log = [m.A_log.detach().float().clone() for m in mixers]
-        self._x_proj = (
-            [m.x_proj.weight.detach().float().clone() for m in mixers] if mode == "delta" else None
-        )
+
+        # master copies in float32, or float64 for a float64 model (so its reset is exact too)
+        def master(t):
+            return t.detach().to(torch.promote_types(t.dtype, torch.float32)).clone()
+
+        self._a_log = [master(m.A_log) for m in mixers]
+        self._x_proj = [master(m.x_proj.weight) for m in mixers] if mode == "delta" else None
         self.scales = torch.ones(self.shape, dtype=torch.float32)
         self._hooks: list = []
 
@@ -117,23 +120,47 @@ class Scaler:
             raise ValueError("scales: expected finite values, got non-finite entries")
         if (s <= 0).any():
             raise ValueError(f"scales: expected every scale > 0, got min {float(s.min())}")
-        return s.float()
+        return s
 
     @torch.no_grad()
     def set(self, scales) -> Scaler:
         """Apply ``scales`` (recomputed from the master copies, so calls never accumulate)."""
         s = self._validate(scales)
         for i, m in enumerate(self.mixers):
-            s_i = s[i]
+            s_i = s[i].to(self._a_log[i].dtype)
             m.A_log.copy_(scaled_a_log(self._a_log[i], s_i, self.mode).to(m.A_log.dtype))
             if self.mode == "delta":
                 w = self._x_proj[i].clone()
                 r, n = m.time_step_rank, m.ssm_state_size
                 w[r : r + n] *= s_i
                 m.x_proj.weight.copy_(w.to(m.x_proj.weight.dtype))
-        self.scales = s.clone()
+        self.scales = s.float()
         self._install_prefill_only()
         return self
+
+    def scaled_parameters(self, scales: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The scaled weights as a differentiable function of ``scales`` (shape :attr:`shape`).
+
+        Returns ``{parameter name in the model: tensor}`` computed from the fp32 master copies by
+        the same rule as :meth:`set`, for ``torch.func.functional_call`` (how
+        :func:`~mambaspectrum.calibrate_grad` backpropagates into the scales without touching the
+        model). No value checks: ``scales`` may require grad.
+        """
+        if not isinstance(scales, torch.Tensor) or tuple(scales.shape) != self.shape:
+            raise ValueError(
+                f"scales: expected a tensor of shape {self.shape}, got {tuple(getattr(scales, 'shape', ()))}"
+            )
+        names = {id(p): n for n, p in self.model.named_parameters()}
+        out = {}
+        for i, m in enumerate(self.mixers):
+            s_i = scales[i].to(self._a_log[i].dtype)
+            out[names[id(m.A_log)]] = scaled_a_log(self._a_log[i], s_i, self.mode).to(m.A_log.dtype)
+            if self.mode == "delta":
+                w = self._x_proj[i]
+                r, n = m.time_step_rank, m.ssm_state_size
+                w = torch.cat([w[:r], w[r : r + n] * s_i, w[r + n :]])
+                out[names[id(m.x_proj.weight)]] = w.to(m.x_proj.weight.dtype)
+        return out
 
     @torch.no_grad()
     def reset(self) -> Scaler:
@@ -201,17 +228,19 @@ def _fast_mixer_forward(self, hidden_states, cache=None, attention_mask=None, **
         dim=-1,
     )
     dt = self.dt_proj.weight @ time_step.transpose(1, 2)
+    # at least float32 (HF's choice), float64 for a float64 model
+    wide = torch.promote_types(self.A_log.dtype, torch.float32)
     if self.dt_proj.bias is not None:
-        dt = dt + self.dt_proj.bias.float()[:, None]
+        dt = dt + self.dt_proj.bias.to(wide)[:, None]
     delta = F.softplus(dt)
-    A = -torch.exp(self.A_log.float())
+    A = -torch.exp(self.A_log.to(wide))
     y = selective_scan(
         x,
         delta,
         A,
         B.transpose(1, 2),
         C.transpose(1, 2),
-        D=self.D.float(),
+        D=self.D.to(wide),
         z=gate,
         backend=self._mambaspectrum_backend,
     )
