@@ -159,8 +159,7 @@ def test_first_outer_step_moves_eta_one_plus_mu_delta_unclipped():
         outer_momentum=0.9,
         loss_fn=loss_fn,
     )
-    delta = [t - r for t, r in zip(theta0, ref["replicas"][0], strict=True)]
-    # the replicas were reset to the global model, so recompute θ_m without the outer step:
+    # θ_m before the outer step: the same inner run without any sync (H > T, no final sync).
     local = reference_diloco(
         mlp(torch.float64),
         lambda t: data[t],

@@ -238,7 +238,7 @@ def _report_quality(
     if len(widths) >= 3:
         fits["joint_leave_one_out"] = scaling.leave_one_out(jn, jl, M=jm)["residual"]
     fits["parametric"] = {}
-    n_starts = ctx.pick(smoke=4, quick=8, full=256)
+    n_starts = ctx.pick(smoke=2, quick=4, full=64)  # the paper: 256 (time, see README)
     if len(widths) >= 3:
         for form in (1, 2, 3, 4):
             try:

@@ -266,6 +266,7 @@ class DiLoCo:
         ]
         self.inner_steps = 0
         self.outer_steps = 0
+        self._synced_at = 0  # inner step of the last outer step
         self.counter = ByteCounter()
         self._hook = None
 
@@ -301,12 +302,13 @@ class DiLoCo:
         Without ``final_sync`` the model is reset to θ_global (what the paper evaluates).
         Returns True when an outer step ran.
         """
-        if self.inner_steps % self.config.sync_every == 0:
+        if self.inner_steps == self._synced_at:
             return False
         if self.config.final_sync:
             self.sync()
             return True
         self._restore()
+        self._synced_at = self.inner_steps
         return False
 
     @torch.no_grad()
@@ -342,6 +344,7 @@ class DiLoCo:
         for p, g in zip(self.params, self.backup, strict=True):
             g.copy_(p, non_blocking=False)
         self.outer_steps += 1
+        self._synced_at = self.inner_steps
 
     @contextlib.contextmanager
     def global_model(self) -> Iterator[nn.Module]:
@@ -390,6 +393,7 @@ class DiLoCo:
             "outer_optimizer": self.outer_optimizer.state_dict(),
             "inner_steps": self.inner_steps,
             "outer_steps": self.outer_steps,
+            "synced_at": self._synced_at,
             "sync_every": self.config.sync_every,
         }
 
@@ -397,9 +401,15 @@ class DiLoCo:
         """Load :meth:`state_dict`; refused (ValueError) when it does not fit this model."""
         if not isinstance(state, dict):
             raise TypeError(f"state: expected a dict, got {type(state).__name__}")
-        missing = {"global", "outer_optimizer", "inner_steps", "outer_steps", "sync_every"} - set(
-            state
-        )
+        keys = {
+            "global",
+            "outer_optimizer",
+            "inner_steps",
+            "outer_steps",
+            "synced_at",
+            "sync_every",
+        }
+        missing = keys - set(state)
         if missing:
             raise ValueError(f"state: missing keys {sorted(missing)}")
         saved = state["global"]
@@ -422,6 +432,7 @@ class DiLoCo:
                 g.copy_(s)
         self.inner_steps = int(state["inner_steps"])
         self.outer_steps = int(state["outer_steps"])
+        self._synced_at = int(state["synced_at"])
 
 
 def split_global_batch(batch: Any, rank: int, world: int) -> Any:

@@ -204,25 +204,30 @@ def leave_one_out(
     }
 
 
-def parametric_form(form: int, params: np.ndarray, N: np.ndarray, M: np.ndarray) -> np.ndarray:
+def parametric_form(form: int, params: Any, N: Any, M: Any) -> Any:
     """The §6.5 forms (params in log space where positive: log A, log C, log B).
 
     1. A·N^α·M^β            params (log A, α, β)
     2. A·N^α·M^β + C        params (log A, α, β, log C)
     3. A·N^(α+β·M) + C      params (log A, α, β, log C)  (our reading of the printed form)
     4. A·N^α + B·M^β + C    params (log A, α, log B, β, log C)
+
+    Works on numpy arrays and on torch tensors (the fit differentiates it with autograd).
     """
+    import torch
+
+    xp = torch if isinstance(params, torch.Tensor) else np
+    exp, log = xp.exp, xp.log
+    log_n, log_m = log(N), log(M)
     if form == 1:
-        return np.exp(params[0]) * N ** params[1] * M ** params[2]
+        return exp(params[0] + params[1] * log_n + params[2] * log_m)
     if form == 2:
-        return np.exp(params[0]) * N ** params[1] * M ** params[2] + np.exp(params[3])
+        return exp(params[0] + params[1] * log_n + params[2] * log_m) + exp(params[3])
     if form == 3:
-        return np.exp(params[0]) * N ** (params[1] + params[2] * M) + np.exp(params[3])
+        return exp(params[0] + (params[1] + params[2] * M) * log_n) + exp(params[3])
     if form == 4:
         return (
-            np.exp(params[0]) * N ** params[1]
-            + np.exp(params[2]) * M ** params[3]
-            + np.exp(params[4])
+            exp(params[0] + params[1] * log_n) + exp(params[2] + params[3] * log_m) + exp(params[4])
         )
     raise ValueError(f"form: expected 1, 2, 3 or 4, got {form!r}")
 
@@ -277,50 +282,69 @@ def fit_parametric(
         raise ValueError(
             f"N: {train.sum()} training points for {_N_PARAMS[form]} parameters of form {form}"
         )
-    log_n, log_v = np.log(n), np.log(v)
-    scale = float(np.exp(np.mean(log_n)))  # fit in N / scale: keeps A near 1 and L-BFGS well scaled
-    ns = n / scale
+    import torch
 
-    def objective(p: np.ndarray) -> float:
-        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            pred = parametric_form(form, p, ns[train], m[train])
-            r = np.log(pred) - log_v[train]
-        if not np.all(np.isfinite(r)):
-            return 1e12
-        a = np.abs(r)
-        return float(
-            np.sum(np.where(a <= huber_delta, 0.5 * r**2, huber_delta * (a - 0.5 * huber_delta)))
-        )
+    log_v = np.log(v)
+    # Fit in N / scale (A stays near 1, L-BFGS well conditioned); form 3's M-dependent exponent
+    # does not survive that rescaling, so it is fitted in N itself.
+    scale = float(np.exp(np.mean(np.log(n)))) if form != 3 else 1.0
+    ns = n / scale
+    t_n, t_m = torch.as_tensor(ns[train]), torch.as_tensor(m[train])
+    t_v = torch.as_tensor(log_v[train])
+
+    def objective(p: np.ndarray) -> tuple[float, np.ndarray]:
+        x = torch.tensor(p, dtype=torch.float64, requires_grad=True)
+        r = torch.log(parametric_form(form, x, t_n, t_m)) - t_v
+        a = r.abs()
+        loss = torch.where(
+            a <= huber_delta, 0.5 * r**2, huber_delta * (a - 0.5 * huber_delta)
+        ).sum()
+        if not torch.isfinite(loss):
+            return 1e12, np.zeros_like(p)
+        loss.backward()
+        return float(loss.detach()), x.grad.numpy().copy()
 
     rng = np.random.default_rng(seed)
-    level = float(np.log(np.median(v)))
+    log_ns, log_ms = np.log(ns[train]), np.log(m[train])
     best: dict[str, Any] | None = None
     for _ in range(n_starts):
+        # Random exponents (and offsets), then the amplitude that fits the data on average.
+        alpha, beta = rng.uniform(-0.5, 0.0), rng.uniform(-0.05, 0.05)
+        c = float(np.min(v)) * rng.uniform(0.0, 0.9)
+        rest = np.log(np.maximum(v[train] - c, 1e-12))
         if form == 1:
-            p0 = [level + rng.normal(0, 0.5), rng.uniform(-0.5, 0.1), rng.uniform(-0.2, 0.2)]
-        elif form in (2, 3):
+            p0 = [np.mean(log_v[train] - alpha * log_ns - beta * log_ms), alpha, beta]
+        elif form == 2:
             p0 = [
-                level + rng.normal(-1, 1),
-                rng.uniform(-1, 0),
-                rng.uniform(-0.2, 0.2),
-                level + rng.normal(-1, 1),
+                np.mean(rest - alpha * log_ns - beta * log_ms),
+                alpha,
+                beta,
+                math.log(max(c, 1e-6)),
+            ]
+        elif form == 3:
+            beta = rng.uniform(-0.01, 0.01)
+            p0 = [
+                np.mean(rest - (alpha + beta * m[train]) * log_ns),
+                alpha,
+                beta,
+                math.log(max(c, 1e-6)),
             ]
         else:
-            p0 = [
-                level + rng.normal(-1, 1),
-                rng.uniform(-1, 0),
-                level + rng.normal(-3, 1),
-                rng.uniform(-1, 1),
-                level + rng.normal(-1, 1),
-            ]
-        res = minimize(objective, np.asarray(p0), method="L-BFGS-B")
+            b_amp = rng.uniform(-6.0, 0.0)
+            beta = rng.uniform(-1.0, 1.0)
+            p0 = [np.mean(rest - alpha * log_ns), alpha, b_amp, beta, math.log(max(c, 1e-6))]
+        res = minimize(
+            objective,
+            np.asarray(p0, dtype=np.float64),
+            jac=True,
+            method="L-BFGS-B",
+            options={"maxiter": 5000, "ftol": 1e-15, "gtol": 1e-12},
+        )
         p = res.x
         if mask.any():
-            with np.errstate(over="ignore", invalid="ignore"):
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
                 pred = parametric_form(form, p, ns[mask], m[mask])
-            score = (
-                float(np.mean(np.abs(np.log(pred) - log_v[mask]))) if np.all(pred > 0) else math.inf
-            )
+                score = float(np.mean(np.abs(np.log(pred) - log_v[mask])))
         else:
             score = float(res.fun)
         if not math.isfinite(score):
@@ -330,15 +354,11 @@ def fit_parametric(
     if best is None:
         raise RuntimeError(f"fit_parametric: no start of form {form} converged to a finite fit")
     params = best["params"].copy()
-    # Undo the N scaling: A·(N/s)^α = (A·s^-α)·N^α.
-    if form in (1, 2, 4):
+    if form in (1, 2, 4):  # undo the N scaling: A·(N/s)^α = (A·s^-α)·N^α
         params[0] -= params[1] * math.log(scale)
-    else:  # form 3: A·(N/s)^(α+βM) has an M-dependent factor; report params in units of N/s
-        pass
     return {
         "form": form,
         "params": params.tolist(),
-        "n_scale": 1.0 if form != 3 else scale,
         "train_objective": best["fun"],
         "holdout_residual": best["score"] if mask.any() else None,
         "starts": n_starts,

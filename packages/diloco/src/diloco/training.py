@@ -61,6 +61,7 @@ class RunSpec:
         eval_batches: validation batches of 32 windows for the final loss.
         dp_ranks: processes of the DP baseline (the global batch is split over them).
         final_sync: DiLoCo's last outer step when T % H != 0.
+        device: where each rank trains (``"cuda"``: every rank on GPU 0, gloo on CUDA tensors).
     """
 
     algo: str = "diloco"
@@ -80,6 +81,7 @@ class RunSpec:
     eval_batches: int = 8
     dp_ranks: int = 2
     final_sync: bool = True
+    device: str = "cpu"
 
     def __post_init__(self) -> None:
         if self.algo not in ("dp", "diloco", "torchft"):
@@ -123,7 +125,7 @@ def _evaluate(model, corpus, spec: RunSpec) -> float:
         for x, y in corpus.batches(
             "val", 32, spec.seq_len, seed=1234, num_batches=spec.eval_batches
         ):
-            total += float(causal_lm_loss(model, x, y))
+            total += float(causal_lm_loss(model, x.to(spec.device), y.to(spec.device)))
     model.train()
     return total / spec.eval_batches
 
@@ -137,7 +139,7 @@ def train_rank(rank: int, world: int, spec: RunSpec, extra: dict | None = None) 
 
     corpus = stdlib_corpus()
     steps = spec.total_steps
-    model = tiny_llama(spec.config, seed=spec.seed)
+    model = tiny_llama(spec.config, seed=spec.seed).to(spec.device)
     params = [p for p in model.parameters() if p.requires_grad]
     inner = torch.optim.AdamW(params, lr=spec.inner_lr, betas=(0.9, 0.99), weight_decay=1.0 / steps)
     warmup = max(1, round(spec.warmup_frac * steps))
@@ -172,7 +174,7 @@ def train_rank(rank: int, world: int, spec: RunSpec, extra: dict | None = None) 
     try:
         for _ in range(steps):
             batch = corpus.get_batch("train", spec.batch, spec.seq_len, generator=gen)
-            x, y = split_global_batch(batch, rank, world)
+            x, y = (t.to(spec.device) for t in split_global_batch(batch, rank, world))
             loss = lm_loss(train_model, x, y, z_loss=spec.z_loss)
             if not torch.isfinite(loss):
                 raise FloatingPointError(f"loss became {loss.item()}")
