@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from nanoadam.bench import SUITE
 from nanoadam.tasks import TASK1, TASK2, PackageSnippets, teacher_student
@@ -59,3 +60,35 @@ def test_gpu_script_toy(tmp_path):
     for row in result["speed"]:
         assert row["triton_ms"] > 0 and row["adamw_fused_ms"] > 0
         assert row["state_bytes"] < row["adamw_state_bytes"]
+
+
+def test_forgetting_rejects_unknown_arms(tmp_path):
+    from nanoadam.bench import forgetting
+
+    from neurips25_core.bench import Context
+
+    ctx = Context(suite="nanoadam", case="forgetting", mode="smoke", out_dir=tmp_path)
+    with pytest.raises(ValueError, match="arms"):
+        forgetting(ctx, ("nanoadam", "sgd", "adamw"))
+    with pytest.raises(ValueError, match="arms"):
+        forgetting(ctx, ("nanoadam",))  # the baseline must run in the same case
+
+
+@pytest.mark.slow
+def test_all_arms_script_smoke(tmp_path):
+    """``benchmarks/forgetting_all_arms.py --smoke``: every arm runs and is recorded."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    from nanoadam.bench import ARMS_FULL, _peft_available
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "forgetting_all_arms.py"
+    spec = importlib.util.spec_from_file_location("nanoadam_all_arms", script)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(["--smoke", "--out", str(tmp_path)]) == 0
+    runs = json.loads((tmp_path / "forgetting_runs.json").read_text())
+    expected = set(ARMS_FULL) if _peft_available() else set(ARMS_FULL) - {"lora"}
+    assert {r["arm"] for r in runs} == expected
+    assert all(r["state_bytes"] > 0 and r["relative_l2_shift"] > 0 for r in runs)

@@ -254,6 +254,12 @@ def _peft_available() -> bool:
 @SUITE.case("forgetting", kind="quality")
 def forgetting_case(ctx: Context) -> None:
     """Sequential fine-tuning on two snippet tasks: accuracy, forgetting, ℓ2 shift, state bytes."""
+    # smoke runs every arm at toy size, so the full run's arms are exercised end to end in CI
+    forgetting(ctx, ctx.pick(smoke=ARMS_FULL, quick=ARMS_QUICK, full=ARMS_FULL))
+
+
+def forgetting(ctx: Context, arms) -> None:
+    """The forgetting case at ``ctx.mode``'s sizes with the given arms (must include "adamw")."""
     from neurips25_core.data import stdlib_corpus
     from neurips25_core.models import evaluate_bpb
 
@@ -291,8 +297,10 @@ def forgetting_case(ctx: Context) -> None:
             lora_rank=8,
         ),
     )
-    # smoke runs every arm at toy size, so the full run's arms are exercised end to end in CI
-    arms = list(ctx.pick(smoke=ARMS_FULL, quick=ARMS_QUICK, full=ARMS_FULL))
+    arms = list(arms)
+    unknown = set(arms) - set(ARMS_FULL)
+    if unknown or "adamw" not in arms:
+        raise ValueError(f"arms: expected a subset of {ARMS_FULL} with 'adamw', got {arms}")
     if not _peft_available():
         ctx.log("forgetting: peft is not installed (pip install 'nanoadam[peers]'): LoRA skipped")
         arms.remove("lora")
