@@ -132,12 +132,13 @@ def _type_pools(n_types: int, files_per_type: int) -> tuple[tuple[str, ...], ...
     """Word pools, one per type, from distinct groups of standard-library modules."""
     from neurips25_core.data import stdlib_files
 
-    files = [f for f in stdlib_files() if 4_000 < f.stat().st_size < 200_000]
     groups: list[list[Path]] = [[] for _ in range(n_types)]
-    for f in files:  # deterministic: assignment by a hash of the file name
+    for f in stdlib_files():  # deterministic: sorted files, assigned by a hash of the file name
         g = zlib.crc32(f.name.encode()) % n_types
-        if len(groups[g]) < files_per_type:
+        if len(groups[g]) < files_per_type and 4_000 < f.stat().st_size < 200_000:
             groups[g].append(f)
+            if all(len(x) == files_per_type for x in groups):
+                break
     pools = []
     for group in groups:
         words: list[str] = []
