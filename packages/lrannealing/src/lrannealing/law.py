@@ -525,6 +525,12 @@ def _huber(r: np.ndarray, delta: float) -> tuple[float, np.ndarray]:
 
 
 def _objective(theta, law_cls, feats, log_obs, delta, with_grad=True):
+    # a wild trial point may overflow; the guard below turns that into the penalty, silently
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        return _objective_unguarded(theta, law_cls, feats, log_obs, delta, with_grad)
+
+
+def _objective_unguarded(theta, law_cls, feats, log_obs, delta, with_grad):
     preds, jacs = [], []
     for f in feats:
         pred, jac = law_cls._predict_grad(theta, f)
