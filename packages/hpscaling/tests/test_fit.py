@@ -96,6 +96,20 @@ def test_fit_tau_law_flags_and_warns_on_an_optimum_outside_the_sweep():
     assert fit.m_tau is None and fit.law1 == ()
 
 
+def test_a_loss_falling_to_the_end_of_the_sweep_is_not_an_optimum():
+    # monotone in log λ with curvature: a convex quadratic's vertex lands inside the range, but
+    # the lowest loss is at the largest λ, so nothing is bracketed
+    lams = [0.01, 0.1, 1.0]
+    runs = [
+        {"N": 1e5, "D": 2e6, "B": 1024.0, "eta": 3e-3, "lam": lam, "loss": loss}
+        for lam, loss in zip(lams, [2.9, 2.45, 2.40], strict=True)
+    ]
+    with pytest.warns(RuntimeWarning, match="largest lam"):
+        fit = fit_tau_law(runs)
+    (cell,) = fit.cells
+    assert 0.01 < cell.lambda_opt < 1.0 and cell.extrapolated and cell.best_lambda == 1.0
+
+
 def test_fit_tau_law_needs_three_lambdas_per_cell():
     runs = _bowl_runs([(1e5, 20.0, 1024.0)], [0.1, 0.3])
     with pytest.raises(ValueError, match="at least 3"):

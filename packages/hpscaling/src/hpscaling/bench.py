@@ -176,7 +176,7 @@ def _a_sizes(ctx: Context) -> dict[str, Any]:
             batches=(16, 32),
             taus=(0.12, 0.5, 2.0),
             tpp=5.0,
-            lam0=False,
+            lam0=True,
             lr_rules=False,
         ),
         full=dict(
@@ -268,22 +268,18 @@ def tau_invariance(ctx: Context) -> None:
     fit = fit_tau_law(_fit_records([r for r in runs if r["lam"] > 0]))
     for cell in fit.cells:
         b = int(cell.B // s["seq_len"])
-        if cell.lambda_opt is not None:
+        if cell.lambda_opt is not None and not cell.extrapolated:
+            ctx.record("lambda_opt", cell.lambda_opt, "", lower_is_better=False, B=b)
+            ctx.record("tau_opt", cell.tau_opt, "", lower_is_better=False, B=b)
+        else:  # not bracketed: say where the lowest loss of the grid is, not a vertex
             ctx.record(
-                "lambda_opt",
-                cell.lambda_opt,
+                "best_grid_tau",
+                cell.B / (cell.eta * cell.best_lambda * cell.D),
                 "",
                 lower_is_better=False,
                 B=b,
-                extrapolated=cell.extrapolated,
-            )
-            ctx.record(
-                "tau_opt",
-                cell.tau_opt,
-                "",
-                lower_is_better=False,
-                B=b,
-                extrapolated=cell.extrapolated,
+                bracketed=False,
+                loss=round(cell.best_loss, 4),
             )
     for entry in fit.law1:
         batches = ",".join(str(int(b // s["seq_len"])) for b in entry["B"])
@@ -424,10 +420,20 @@ def _b_specs(mode: str) -> list[RunSpec]:
 def _plot_tau_law(path, fit, title: str) -> None:
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
-    cells = [c for c in fit.cells if c.tau_opt is not None]
+    cells = list(fit.cells)
     for n in sorted({c.N for c in cells}):
-        pts = sorted((c.tpp, c.tau_opt) for c in cells if n == c.N)
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o", label=f"measured, N={int(n):,}")
+        mine = [c for c in cells if n == c.N]
+        inner = sorted((c.tpp, c.tau_opt) for c in mine if c.tau_opt and not c.extrapolated)
+        edge = sorted(
+            (c.tpp, c.B / (c.eta * c.best_lambda * c.D))
+            for c in mine
+            if c.tau_opt is None or c.extrapolated
+        )
+        if inner:
+            ax.plot(*zip(*inner, strict=True), "o", label=f"τ_opt, N={int(n):,}")
+        if edge:
+            label = f"not bracketed (grid-edge τ), N={int(n):,}"
+            ax.plot(*zip(*edge, strict=True), "^", mfc="none", label=label)
     xs = (
         np.geomspace(min(c.tpp for c in cells), max(c.tpp for c in cells), 50)
         if cells
@@ -456,19 +462,19 @@ def tau_vs_tpp(ctx: Context) -> None:
     runs = _sweep(ctx, _b_specs(ctx.mode), "B: width x TPP x tau")
     fit = fit_tau_law(_fit_records(runs))
     for cell in fit.cells:
-        if cell.tau_opt is not None:
-            ctx.record(
-                "tau_opt",
-                cell.tau_opt,
-                "",
-                baseline="paper law",
-                baseline_value=tau_opt(cell.tpp),
-                lower_is_better=False,
-                N=int(cell.N),
-                tpp=round(cell.tpp, 2),
-                extrapolated=cell.extrapolated,
-                best_loss=round(cell.best_loss, 4),
-            )
+        bracketed = cell.tau_opt is not None and not cell.extrapolated
+        ctx.record(
+            "tau_opt" if bracketed else "best_grid_tau",
+            cell.tau_opt if bracketed else cell.B / (cell.eta * cell.best_lambda * cell.D),
+            "",
+            baseline="paper law",
+            baseline_value=tau_opt(cell.tpp),
+            lower_is_better=False,
+            N=int(cell.N),
+            tpp=round(cell.tpp, 2),
+            bracketed=bracketed,
+            best_loss=round(cell.best_loss, 4),
+        )
     if fit.m_tau is not None:
         ctx.record(
             "m_tau",

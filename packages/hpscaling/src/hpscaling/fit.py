@@ -108,8 +108,10 @@ def fit_power_law(x: Any, y: Any, weights: Any = None) -> tuple[float, float, fl
 class TauCell:
     """One (N, D, B, η) cell of a λ sweep: its fitted λ_opt and the τ_opt it implies.
 
-    ``lambda_opt``/``tau_opt`` are None when the loss is not convex in log λ over the points used.
-    ``extrapolated`` is True when λ_opt falls outside the swept λ range.
+    ``lambda_opt``/``tau_opt`` (the quadratic's vertex) are None when the loss is not convex in
+    log λ over the points used. ``extrapolated`` is True when the sweep does not bracket the
+    optimum: the lowest loss is at the smallest or largest λ, or the vertex lies outside the
+    fitted range. Such cells are left out of the laws.
     """
 
     N: float
@@ -176,8 +178,9 @@ def fit_tau_law(runs: Iterable[Any], window: int | None = 5, d_rtol: float = 0.0
             whole steps at different B cannot have exactly the same D).
 
     Returns:
-        A :class:`TauLawFit`. A λ_opt outside the swept range is kept, flagged ``extrapolated``
-        and warned about.
+        A :class:`TauLawFit`. A cell whose sweep does not bracket the optimum (lowest loss at
+        either end, or the vertex outside the range) is kept, flagged ``extrapolated``, warned
+        about and left out of the τ law and the Law-1 slopes.
     """
     if isinstance(d_rtol, bool) or not isinstance(d_rtol, (int, float)) or not 0 <= d_rtol < 1:
         raise ValueError(f"d_rtol: expected a number in [0, 1), got {d_rtol!r}")
@@ -211,14 +214,22 @@ def fit_tau_law(runs: Iterable[Any], window: int | None = 5, d_rtol: float = 0.0
             )
         lam_opt, loss_opt, used = _bowl(lams, losses, window)
         best = int(np.argmin(losses))
-        extrapolated = lam_opt is not None and not (used.min() <= lam_opt <= used.max())
+        # Bracketed: the lowest loss is at an inner λ of the sweep and the vertex lies inside the
+        # fitted range. A loss that keeps falling towards one end has no optimum in the sweep,
+        # whatever vertex a quadratic through it happens to have.
+        at_edge = lams[best] in (lams.min(), lams.max())
+        outside = lam_opt is not None and not (used.min() <= lam_opt <= used.max())
+        extrapolated = lam_opt is not None and (at_edge or outside)
         if lam_opt is None:
             notes.append(f"N={n:g}, D={d:g}, B={b:g}: loss not convex in log lam; left out")
         elif extrapolated:
-            msg = (
-                f"N={n:g}, D={d:g}, B={b:g}: lambda_opt={lam_opt:.4g} lies outside the swept "
-                f"range [{used.min():.4g}, {used.max():.4g}] (extrapolated)"
+            where = (
+                f"the lowest loss is at the {'smallest' if lams[best] == lams.min() else 'largest'}"
+                f" lam of the sweep ({lams[best]:.4g})"
+                if at_edge
+                else f"lambda_opt={lam_opt:.4g} lies outside [{used.min():.4g}, {used.max():.4g}]"
             )
+            msg = f"N={n:g}, D={d:g}, B={b:g}: {where}: optimum not bracketed (extrapolated)"
             notes.append(msg)
             warnings.warn(f"fit_tau_law: {msg}", RuntimeWarning, stacklevel=2)
         cells.append(
