@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import math
 import time
+import weakref
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 from neurips25_core.bench import (
     Context,
@@ -340,46 +343,71 @@ def train_arm(
     return model, {"tokens_per_s": tokens / seconds, "seconds": seconds}
 
 
-_STEP_MEMORY_SETUP = """
-import torch
-from flashdp.bench import _loss, build_arm
-torch.set_num_threads(1)  # core-helper-ok: inside the measured subprocess, whose peak RSS is read
-torch.manual_seed(0)
-ids = torch.randint(0, 256, ({batch}, {seq_len} + 1))
-model, net, opt = build_arm(
-    {arm!r}, {arch!r}, seq_len={seq_len}, expected_batch={batch}, sigma={sigma}, clip=1.0,
-    lr=1e-3, width={width},
-)
-def step():
-    _loss(net, ids).mean().backward()
-    opt.step()
-    opt.zero_grad()
-step()  # optimizer state, lazy imports and first-call set-up belong to the setup
-"""
+class LivePeak(TorchDispatchMode):
+    """Peak bytes of tensor storages allocated inside the mode and still alive (CPU-exact).
 
-
-def step_peak_extra_rss(arms, arch: str, *, batch: int, seq_len: int, width: int, sigma: float):
-    """Peak extra RSS (MiB) of one training step (forward, backward, optimizer step) per arm.
-
-    Each arm runs in its own fresh process (``peak_rss_subprocess``) on the same batch of
-    ``batch`` random sequences: the setup builds the model and optimizer and takes one warm-up
-    step, so the measured step's extra memory is the activations, the per-sample gradients (or
-    flashdp's chunks) and the gradient buffers, not the weights or AdamW's state. The children
-    run side by side with ``MALLOC_MMAP_THRESHOLD_=131072`` as in ``_peak_extra_rss``.
+    Every new storage an aten op returns (forward, autograd backward, optimizer, Opacus's hooks)
+    is counted until it is freed (a finalizer on the storage, whose Python object lives as long as
+    the storage). Tensors that existed before (weights, optimizer state, inputs) are not counted.
+    The same tracker as ``rdfft.bench.LivePeak`` (packages do not import each other; a core
+    candidate).
     """
 
-    def one(arm):
-        setup = _STEP_MEMORY_SETUP.format(
-            batch=batch,
-            seq_len=seq_len,
-            arm=arm,
-            arch=arch,
-            width=width,
-            sigma=0.0 if arm == "nondp" else sigma,
-        )
-        return peak_rss_subprocess("step()", setup=setup)["delta"] / 2**20
+    def __init__(self) -> None:
+        super().__init__()
+        self.live: dict[int, int] = {}
+        self.current = 0
+        self.peak = 0
 
-    return _side_by_side(one, arms)
+    def _free(self, key: int) -> None:
+        self.current -= self.live.pop(key, 0)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in tree_leaves(out):
+            if isinstance(t, torch.Tensor):
+                st = t.untyped_storage()
+                key, n = st.data_ptr(), st.nbytes()
+                if n and key not in self.live:
+                    self.live[key] = n
+                    self.current += n
+                    self.peak = max(self.peak, self.current)
+                    weakref.finalize(st, self._free, key)
+        return out
+
+
+def step_peak_bytes(
+    arm: str, arch: str, ids: torch.Tensor, *, width: int, sigma: float, seed: int = 0
+) -> int:
+    """Peak extra live tensor bytes of one training step (forward, backward, optimizer step).
+
+    The arm's model and optimizer are built fresh and take one warm-up step on ``ids``
+    ((B, T + 1) token ids), so weights and optimizer state exist before the measured step and are
+    not counted: what is counted is activations, saved tensors, per-sample gradients (Opacus) or
+    clipped chunks (flashdp), gradients and transients, at their worst moment (:class:`LivePeak`).
+    """
+    _, net, opt = build_arm(
+        arm,
+        arch,
+        seq_len=ids.shape[1] - 1,
+        expected_batch=ids.shape[0],
+        sigma=0.0 if arm == "nondp" else sigma,
+        clip=1.0,
+        lr=1e-3,
+        width=width,
+        seed=seed,
+    )
+
+    def step():
+        _loss(net, ids).mean().backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    step()
+    mode = LivePeak()
+    with mode:
+        step()
+    return mode.peak
 
 
 def parameter_gaps(ours, theirs, width: int) -> dict[str, float]:
@@ -532,13 +560,16 @@ def dp_pretraining(ctx: Context) -> None:
             ctx.log(
                 f"{arch}/{arm}: {bpb:.4f} bits/byte, {stats['tokens_per_s']:.0f} tok/s, σ={s:.4f}, ε={eps if arm != 'nondp' else math.inf:.3f}"
             )
-        # peak memory of one training step at the expected batch, each arm in a fresh process
-        peaks = step_peak_extra_rss(
-            arms, arch, batch=batch, seq_len=seq, width=width, sigma=round(sigma, 4)
-        )
+        # peak live tensor memory of one training step on the same B̄ sequences for every arm
+        probe = data[:batch]
+        with single_thread():
+            peaks = {
+                arm: step_peak_bytes(arm, arch, probe, width=width, sigma=sigma) / 2**20
+                for arm in arms
+            }
         for arm in arms:
             ctx.record(
-                "step_peak_extra_rss",
+                "step_peak_live_bytes",
                 peaks[arm],
                 "MiB",
                 baseline="flashdp",
@@ -549,7 +580,7 @@ def dp_pretraining(ctx: Context) -> None:
                 width=width,
                 seq_len=seq,
             )
-        ctx.log(f"{arch}: peak extra RSS of one step at B={batch}, T={seq} (MiB): {peaks}")
+        ctx.log(f"{arch}: peak live tensor MiB of one step at B={batch}, T={seq}: {peaks}")
     plot_bars(
         arms,
         {arch: [bpb_of[(arch, arm)] for arm in arms] for arch in arches},
