@@ -220,8 +220,17 @@ def _report_quality(
     table = "\n".join(lines)
     # Fits from the runs (best cell per size, seed 0).
     sizes = [n_of[h] for h in widths]
-    fits: dict[str, Any] = {"independent": {}, "leave_one_out": {}, "inner_lr": {}}
+    fits: dict[str, Any] = {
+        "independent": {},
+        "leave_one_out": {},
+        "inner_lr": {},
+        "joint": None,
+        "parametric": {},
+    }
+    can_fit = len(widths) >= 2  # quick mode trains one size: nothing to fit
     for lab in ["DP"] + [f"M={m}" for m in replicas_list]:
+        if not can_fit:
+            break
         ls = [val(best[(lab, h)]) for h in widths]
         gs = [best[(lab, h)].inner_lr for h in widths]
         fits["independent"][lab] = scaling.fit_power_law(sizes, ls)
@@ -234,10 +243,10 @@ def _report_quality(
             jn.append(n_of[h])
             jm.append(m)
             jl.append(val(best[(f"M={m}", h)]))
-    fits["joint"] = scaling.fit_joint_power_law(jn, jm, jl)
+    if can_fit:
+        fits["joint"] = scaling.fit_joint_power_law(jn, jm, jl)
     if len(widths) >= 3:
         fits["joint_leave_one_out"] = scaling.leave_one_out(jn, jl, M=jm)["residual"]
-    fits["parametric"] = {}
     n_starts = ctx.pick(smoke=2, quick=4, full=64)  # the paper: 256 (time, see README)
     if len(widths) >= 3:
         for form in (1, 2, 3, 4):
@@ -260,17 +269,18 @@ def _report_quality(
             A=round(a, 4),
             loo_residual=fits["leave_one_out"].get(lab),
         )
-    a, alpha, beta = fits["joint"]
-    ctx.record(
-        "fit_joint_beta",
-        beta,
-        "",
-        algo="joint M",
-        A=round(a, 4),
-        alpha=round(alpha, 5),
-        loo_residual=fits.get("joint_leave_one_out"),
-        paper_beta=scaling.PAPER["table10"]["loss"][2],
-    )
+    if fits["joint"] is not None:
+        a, alpha, beta = fits["joint"]
+        ctx.record(
+            "fit_joint_beta",
+            beta,
+            "",
+            algo="joint M",
+            A=round(a, 4),
+            alpha=round(alpha, 5),
+            loo_residual=fits.get("joint_leave_one_out"),
+            paper_beta=scaling.PAPER["table10"]["loss"][2],
+        )
     # Loss versus batch and the H ablation.
     batch_rows = {}
     for h in batch_widths:
@@ -350,11 +360,12 @@ def _report_quality(
         md.append(
             f"| {lab} | ({a:.4g}, {alpha:.4f}) | {'' if loo is None else f'{loo:.4f}'} | {scaling.PAPER['table7'][key]} |"
         )
-    a, alpha, beta = fits["joint"]
-    loo = fits.get("joint_leave_one_out")
-    md.append(
-        f"| joint | ({a:.4g}, {alpha:.4f}, β={beta:.4f}) | {'' if loo is None else f'{loo:.4f}'} | Table 10 {scaling.PAPER['table10']['loss']} |\n"
-    )
+    if fits["joint"] is not None:
+        a, alpha, beta = fits["joint"]
+        loo = fits.get("joint_leave_one_out")
+        md.append(
+            f"| joint | ({a:.4g}, {alpha:.4f}, β={beta:.4f}) | {'' if loo is None else f'{loo:.4f}'} | Table 10 {scaling.PAPER['table10']['loss']} |\n"
+        )
     md.append(
         "γ*(N) fits (A, α): "
         + "; ".join(f"{k}: ({a:.3g}, {b:.3f})" for k, (a, b) in fits["inner_lr"].items())
