@@ -166,7 +166,7 @@ def _a_sizes(ctx: Context) -> dict[str, Any]:
             seq_len=32,
             batches=(4, 8),
             taus=(0.1, 0.3, 1.0),
-            tpp=0.5,
+            tpp=0.25,
             lam0=True,
             lr_rules=True,
         ),
@@ -380,7 +380,7 @@ def tau_invariance(ctx: Context) -> None:
 def _b_sizes(mode: str) -> dict[str, Any]:
     return {
         "smoke": dict(
-            widths=(16,), seq_len=32, batch=4, tpps=(0.25, 0.5, 1.0), taus=(0.1, 0.3, 1.0)
+            widths=(16,), seq_len=32, batch=4, tpps=(0.125, 0.25, 0.5), taus=(0.1, 0.3, 1.0)
         ),
         "quick": dict(
             widths=(16,),
@@ -584,7 +584,7 @@ def recommender(ctx: Context) -> None:
 
 def _d_sizes(mode: str) -> dict[str, Any]:
     return {
-        "smoke": dict(hidden=24, seq_len=32, batch=4, tpp=0.5, trials=(2,), exclude=None),
+        "smoke": dict(hidden=24, seq_len=32, batch=4, tpp=0.25, trials=(2,), exclude=None),
         "quick": dict(hidden=32, seq_len=64, batch=16, tpp=4.0, trials=(2,), exclude=None),
         # B's full grid contains hidden 64 at TPP 20: leave that cell out of the law's fit.
         "full": dict(hidden=64, seq_len=64, batch=16, tpp=20.0, trials=(4, 8), exclude=(64, 20.0)),
