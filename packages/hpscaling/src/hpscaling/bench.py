@@ -100,7 +100,6 @@ def harness_speed(ctx: Context) -> None:
     """Seconds per training step at three batch sizes (one thread), tokens/s, 6ND sweep estimates."""
     import torch
 
-    from neurips25_core.data import stdlib_corpus
     from neurips25_core.models import causal_lm_loss, tiny_llama
 
     hidden = ctx.pick(smoke=16, quick=48, full=48)
@@ -108,12 +107,13 @@ def harness_speed(ctx: Context) -> None:
     batches = ctx.pick(smoke=(2, 4, 8), quick=(8, 16, 32), full=(8, 16, 32))
     config = model_config(hidden, heads=_heads(hidden), seq_len=seq_len)
     n = num_params(config)
-    corpus = stdlib_corpus()
     fns = {}
     for b in batches:
         model = tiny_llama(config, seed=0)
         opt = torch.optim.AdamW(model.parameters(), lr=ETA, weight_decay=0.1)
-        x, y = corpus.get_batch("train", b, seq_len, generator=torch.Generator().manual_seed(0))
+        # random bytes: a step costs the same on any data, and the case needs no corpus load
+        g = torch.Generator().manual_seed(0)
+        x, y = torch.randint(0, 256, (2, b, seq_len), generator=g).unbind(0)
 
         def step(model=model, opt=opt, x=x, y=y) -> None:
             with torch.enable_grad():
