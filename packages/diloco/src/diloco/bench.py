@@ -127,8 +127,8 @@ def quality(ctx: Context) -> None:
         for H in h_abl:
             loss(dataclasses.replace(best[("M=2", H_ABLATION_WIDTH)], sync_every=H))
         # A second seed at the best cells.
-        seed_labels = ctx.pick(smoke=("DP", "M=2"), quick=(), full=("DP", "M=2"))
-        seed_widths = ctx.pick(smoke=widths[-1:], quick=(), full=(16, 24, 32))
+        seed_labels = ctx.pick(smoke=(), quick=(), full=("DP", "M=2"))
+        seed_widths = ctx.pick(smoke=(), quick=(), full=(16, 24, 32))
         for h in seed_widths:
             for lab in seed_labels:
                 loss(dataclasses.replace(best[(lab, h)], seed=1))
