@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from neurips25_core.bench import Context, Suite, compare, single_thread
 
-SUITE = Suite(name="completep", paper="Don't be lazy: CompleteP enables compute-efficient deep transformers", url="https://arxiv.org/abs/2505.01618")
+SUITE = Suite(
+    name="completep",
+    paper="Don't be lazy: CompleteP enables compute-efficient deep transformers",
+    url="https://arxiv.org/abs/2505.01618",
+)
 
 
 @SUITE.case("placeholder_speed", kind="speed")

@@ -1,1 +1,0 @@
-"""Public ops of completep: argument checks, autograd functions and backend dispatch."""
