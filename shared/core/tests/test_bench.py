@@ -5,8 +5,10 @@ import torch
 
 from neurips25_core.bench import (
     BenchResult,
+    LivePeak,
     Suite,
     load_json,
+    peak_live_bytes,
     peak_rss_subprocess,
     plot_bars,
     plot_lines,
@@ -188,3 +190,49 @@ def test_compare_stops_when_the_slow_function_has_had_enough_time():
     )
     # "fast" never reaches min_time; the slow one's 0.2 s cap ends it near 10 rounds, not 200
     assert 3 <= result.rounds <= 15
+
+
+def test_live_peak_counts_known_allocations_once_and_frees_them():
+    before = torch.ones(10_000)  # exists before the mode: never counted
+    with LivePeak() as mode:
+        a = torch.empty(1000, dtype=torch.float64)  # 8000 B
+        view = a[10:20].view(2, 5)  # a view shares a's storage: no new bytes
+        b = torch.empty(500, dtype=torch.int16)  # 1000 B
+        assert (mode.current, mode.peak) == (9000, 9000)
+        del a, view  # a's storage is freed only with its last view
+        assert mode.current == 1000
+        c = before + 1  # 40000 B, on top of b
+        assert (mode.current, mode.peak) == (41_000, 41_000)
+        del b, c
+    assert (mode.current, mode.peak) == (0, 41_000)
+
+
+def test_peak_live_bytes_sees_only_what_is_alive_at_once():
+    def sequential():
+        a = torch.empty(1000)  # 4000 B, freed before b exists
+        del a
+        return torch.empty(500)  # 2000 B
+
+    def together():
+        return [torch.empty(1000), torch.empty(500)]
+
+    assert peak_live_bytes(sequential) == 4000
+    assert peak_live_bytes(together) == 6000
+    assert peak_live_bytes(lambda: None) == 0
+
+
+def test_peak_live_bytes_of_a_backward_step_counts_grads_and_saved_tensors():
+    torch.manual_seed(0)
+    w = torch.randn(64, 32, requires_grad=True)
+    x = torch.randn(16, 64)
+
+    def step():
+        (x @ w).square().sum().backward()
+
+    step()  # w.grad exists before the measured step (not counted), as optimizer state would
+    peak = peak_live_bytes(step)
+    y, g = 16 * 32 * 4, 64 * 32 * 4  # bytes of x @ w and of w's gradient
+    # mm's backward makes w's new gradient (g) from y's gradient (y bytes, alive as its input);
+    # at most every op output (y, y², y's gradient and its intermediate, g and the accumulated
+    # grad, two scalars) is alive at once
+    assert y + g <= peak <= 4 * y + 2 * g + 16

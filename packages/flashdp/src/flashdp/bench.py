@@ -15,16 +15,14 @@ from __future__ import annotations
 
 import math
 import time
-import weakref
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_leaves
 
 from neurips25_core.bench import (
     Context,
     Suite,
     compare,
+    peak_live_bytes,
     peak_rss_subprocess,
     plot_bars,
     single_thread,
@@ -343,39 +341,6 @@ def train_arm(
     return model, {"tokens_per_s": tokens / seconds, "seconds": seconds}
 
 
-class LivePeak(TorchDispatchMode):
-    """Peak bytes of tensor storages allocated inside the mode and still alive (CPU-exact).
-
-    Every new storage an aten op returns (forward, autograd backward, optimizer, Opacus's hooks)
-    is counted until it is freed (a finalizer on the storage, whose Python object lives as long as
-    the storage). Tensors that existed before (weights, optimizer state, inputs) are not counted.
-    The same tracker as ``rdfft.bench.LivePeak`` (packages do not import each other; a core
-    candidate).
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.live: dict[int, int] = {}
-        self.current = 0
-        self.peak = 0
-
-    def _free(self, key: int) -> None:
-        self.current -= self.live.pop(key, 0)
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        for t in tree_leaves(out):
-            if isinstance(t, torch.Tensor):
-                st = t.untyped_storage()
-                key, n = st.data_ptr(), st.nbytes()
-                if n and key not in self.live:
-                    self.live[key] = n
-                    self.current += n
-                    self.peak = max(self.peak, self.current)
-                    weakref.finalize(st, self._free, key)
-        return out
-
-
 def step_peak_bytes(
     arm: str, arch: str, ids: torch.Tensor, *, width: int, sigma: float, seed: int = 0
 ) -> int:
@@ -384,7 +349,8 @@ def step_peak_bytes(
     The arm's model and optimizer are built fresh and take one warm-up step on ``ids``
     ((B, T + 1) token ids), so weights and optimizer state exist before the measured step and are
     not counted: what is counted is activations, saved tensors, per-sample gradients (Opacus) or
-    clipped chunks (flashdp), gradients and transients, at their worst moment (:class:`LivePeak`).
+    clipped chunks (flashdp), gradients and transients, at their worst moment
+    (:class:`neurips25_core.bench.LivePeak`).
     """
     _, net, opt = build_arm(
         arm,
@@ -404,10 +370,7 @@ def step_peak_bytes(
         opt.zero_grad(set_to_none=True)
 
     step()
-    mode = LivePeak()
-    with mode:
-        step()
-    return mode.peak
+    return peak_live_bytes(step)
 
 
 def parameter_gaps(ours, theirs, width: int) -> dict[str, float]:

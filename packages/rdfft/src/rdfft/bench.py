@@ -8,7 +8,8 @@
   snippets by package, adapters on q_proj/v_proj: BCA-rdfft, BCA-rfft (ours, p = 32), and from the
   ``peers`` extra peft C3A (block 32), LoRA r = 4 and (full only) FourierFT n = 1000. Accuracy,
   adapter bytes saved for backward (``saved_tensors_hooks``), model-level saved bytes, the
-  model-level peak of live tensor memory over one training step (:class:`LivePeak`), s/step;
+  model-level peak of live tensor memory over one training step
+  (:class:`neurips25_core.bench.LivePeak`), s/step;
   also the bytes one BCA op saves on an input that requires grad (rfft vs rdfft), and BCA-rdfft
   without the shared q/v spectrum.
 """
@@ -16,15 +17,12 @@
 from __future__ import annotations
 
 import copy
-import weakref
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_leaves
 
-from neurips25_core.bench import Context, Suite, compare, plot_bars, single_thread
+from neurips25_core.bench import Context, Suite, compare, peak_live_bytes, plot_bars, single_thread
 from rdfft.layers import BCAdapter, apply_bca, bca_parameter_groups
 from rdfft.layout import complex_to_hc, hc_to_complex
 from rdfft.ops import irdfft_, rdfft, rdfft_
@@ -167,38 +165,6 @@ def saved_bytes(model: nn.Module, x: torch.Tensor) -> tuple[int, int]:
     return sum(seen_adapter.values()), sum(seen_all.values())
 
 
-class LivePeak(TorchDispatchMode):
-    """Peak bytes of tensor storages allocated inside the mode and still alive (CPU-exact).
-
-    Every new storage an aten op returns is counted until it is freed (a finalizer on the
-    storage; storages keep their Python object while alive). Tensors that existed before
-    (parameters, optimizer state, inputs) are not counted, so ``peak`` is the extra memory the
-    step needed at its worst moment: activations, saved tensors, gradients and transients.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.live: dict[int, int] = {}
-        self.current = 0
-        self.peak = 0
-
-    def _free(self, key: int) -> None:
-        self.current -= self.live.pop(key, 0)
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        for t in tree_leaves(out):
-            if isinstance(t, torch.Tensor):
-                st = t.untyped_storage()
-                key, n = st.data_ptr(), st.nbytes()
-                if n and key not in self.live:
-                    self.live[key] = n
-                    self.current += n
-                    self.peak = max(self.peak, self.current)
-                    weakref.finalize(st, self._free, key)
-        return out
-
-
 def peak_step_bytes(model: nn.Module, optimizer, x: torch.Tensor, y: torch.Tensor) -> int:
     """Peak extra live tensor bytes of one forward + backward + optimizer step (after a warm-up
     step, so the optimizer state already exists)."""
@@ -209,10 +175,7 @@ def peak_step_bytes(model: nn.Module, optimizer, x: torch.Tensor, y: torch.Tenso
         optimizer.zero_grad(set_to_none=True)
 
     step()
-    mode = LivePeak()
-    with mode:
-        step()
-    return mode.peak
+    return peak_live_bytes(step)
 
 
 def op_saved_bytes(backend: str, shape=(16, 256, 128), block_size: int = 32) -> int:

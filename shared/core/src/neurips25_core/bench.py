@@ -19,7 +19,7 @@ sizes itself with :meth:`Context.pick`::
 
 :func:`compare` interleaves the functions round by round and reports medians with p20/p80 and
 ratios of medians; on GPU it uses CUDA events. Peak memory uses the CUDA allocator's statistics on GPU and the peak
-RSS of a fresh subprocess on CPU.
+RSS of a fresh subprocess on CPU; :class:`LivePeak` counts the bytes of tensors alive at once.
 """
 
 from __future__ import annotations
@@ -36,11 +36,14 @@ import statistics
 import subprocess
 import sys
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 __all__ = [
     "MODES",
@@ -48,6 +51,7 @@ __all__ = [
     "Case",
     "Comparison",
     "Context",
+    "LivePeak",
     "Suite",
     "Timing",
     "compare",
@@ -56,6 +60,7 @@ __all__ = [
     "load_average",
     "load_json",
     "num_threads",
+    "peak_live_bytes",
     "peak_memory_cuda",
     "peak_rss_subprocess",
     "pinned_provenance",
@@ -702,6 +707,71 @@ def peak_memory_cuda(fn: Callable[[], Any], device: int | None = None) -> int:
     fn()
     torch.cuda.synchronize(device)
     return torch.cuda.max_memory_allocated(device) - before
+
+
+class LivePeak(TorchDispatchMode):
+    """Peak bytes of tensor storages allocated inside the mode and still alive (CPU-exact).
+
+    Every new storage an aten op returns (forward, autograd backward, optimizer, module hooks) is
+    counted until it is freed (a finalizer on the storage, whose Python object lives as long as
+    the storage). Tensors that existed before (weights, optimizer state, inputs) are not counted,
+    so ``peak`` is the extra memory the code needed at its worst moment: activations, saved
+    tensors, gradients and transients. Views share their base's storage and count once. Works on
+    any device (it counts bytes, not allocator blocks); on CUDA :func:`peak_memory_cuda` measures
+    the allocator instead.
+
+    Attributes:
+        current: bytes of counted storages alive now.
+        peak: the most ``current`` has been.
+
+    Example:
+        >>> import torch
+        >>> with LivePeak() as mode:
+        ...     a = torch.zeros(256)  # 1 KiB
+        ...     b = torch.zeros(512)  # 2 KiB
+        ...     del a
+        >>> mode.peak, mode.current
+        (3072, 2048)
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.live: dict[int, int] = {}
+        self.current = 0
+        self.peak = 0
+
+    def _free(self, key: int) -> None:
+        self.current -= self.live.pop(key, 0)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in tree_leaves(out):
+            if isinstance(t, torch.Tensor):
+                st = t.untyped_storage()
+                key, n = st.data_ptr(), st.nbytes()
+                if n and key not in self.live:
+                    self.live[key] = n
+                    self.current += n
+                    self.peak = max(self.peak, self.current)
+                    weakref.finalize(st, self._free, key)
+        return out
+
+
+def peak_live_bytes(fn: Callable[[], Any]) -> int:
+    """Peak extra live tensor bytes while ``fn()`` runs (:class:`LivePeak`; tensors that exist
+    before the call are not counted). Run a warm-up call first where state is created lazily
+    (e.g. optimizer state), so that only the steady-state step is measured.
+
+    Example:
+        >>> import torch
+        >>> x = torch.ones(1000)  # exists before: not counted
+        >>> peak_live_bytes(lambda: (x * 2).sum())  # the product (4000 B) and the sum (4 B)
+        4004
+    """
+    mode = LivePeak()
+    with mode:
+        fn()
+    return mode.peak
 
 
 _RSS_PROBE = r"""
