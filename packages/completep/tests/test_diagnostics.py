@@ -1,0 +1,72 @@
+"""The η* fit, the slope, and the coordinate check across depth (Done-when thresholds)."""
+
+import math
+
+import pytest
+import torch
+from completep import ParamConfig, param_groups, parameterize, scaled_config
+from completep.bench import SUITE
+from completep.diagnostics import coord_check, fit_optimal_lr, loglog_slope
+from transformers import LlamaForCausalLM
+
+from neurips25_core.data import stdlib_corpus
+from neurips25_core.models import tiny_llama_config
+
+
+def test_fit_optimal_lr_vertex_edge_flat():
+    lrs = [2.0**k for k in range(-8, -3)]
+    losses = [(math.log2(lr) + 5.3) ** 2 + 1 for lr in lrs]
+    assert fit_optimal_lr(lrs, losses)["log2_lr"] == pytest.approx(-5.3)
+    assert fit_optimal_lr(lrs, sorted(losses))["edge"]
+    diverged = fit_optimal_lr(lrs, [3.0, 2.0, 1.0, math.inf, math.nan])
+    assert diverged["flat"] and diverged["log2_lr"] == -6
+    with pytest.raises(ValueError, match="losses"):
+        fit_optimal_lr(lrs, [1.0])
+
+
+def test_loglog_slope():
+    assert loglog_slope([2, 4, 8, 16], [-5.0, -5.5, -6.0, -6.5]) == pytest.approx(-0.5)
+    assert math.isnan(loglog_slope([2], [1.0]))
+
+
+def test_suite_cases_have_all_modes():
+    assert SUITE.name == "completep"
+    assert {c.name for c in SUITE.cases} == {"lr_transfer_depth", "coord_check_depth", "speed_step"}
+    assert all("smoke" in c.modes for c in SUITE.cases)
+
+
+def _last_block_ratio(kind, depths=(2, 16), steps=5):
+    corpus = stdlib_corpus()
+    base = tiny_llama_config(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=128)
+    gen = torch.Generator().manual_seed(0)
+    batches = [corpus.get_batch("train", 4, 32, generator=gen) for _ in range(steps)]
+    cfg = ParamConfig(kind=kind, base_width=32, base_depth=depths[0])
+
+    def make(depth):
+        torch.manual_seed(0)
+        model = LlamaForCausalLM(scaled_config(base, 32, depth))
+        parameterize(model, cfg, generator=torch.Generator().manual_seed(0))
+        return model
+
+    records = coord_check(
+        make,
+        depths,
+        lambda s: batches[s],
+        lambda m: torch.optim.AdamW(param_groups(m, cfg, lr=1e-3), betas=(0.9, 0.95)),
+        steps=steps,
+    )
+    last = {
+        r["size"]: r["value"] for r in records if r["site"] == "last_block" and r["step"] == steps
+    }
+    return last[depths[1]] / last[depths[0]]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["depth_mup", "completep"])
+def test_coord_check_depth_flat_for_depth_aware(kind):
+    assert _last_block_ratio(kind) < 1.5
+
+
+@pytest.mark.slow
+def test_coord_check_depth_grows_for_sp():
+    assert _last_block_ratio("sp") > 2.0
