@@ -46,13 +46,30 @@ LAWS = {
     "StepPowerLaw": (StepPowerLaw, {}),
 }
 BASELINE = "ForwardOnlyLaw"
+#: Smoke mode fits from 4 starts per law (seconds on a loaded machine); quick and full use the
+#: full grids (54 / 54 / 18 / 18 starts).
+SMOKE_GRIDS = {
+    LRAnnealingLaw: {"L0": (0.1, 2.1), "A": (1.0,), "C": (1.0,), "alpha": (0.4, 0.8)},
+    ForwardOnlyLaw: {"L0": (0.1, 2.1), "A": (1.0,), "alpha": (0.4, 0.8)},
+    StepPowerLaw: {"L0": (0.1, 2.1), "A": (1.0,), "alpha": (0.4, 0.8)},
+    MultiPowerLaw: {
+        "L0": (0.1, 2.1),
+        "A": (1.0,),
+        "alpha": (0.2, 0.5),
+        "B": (500.0,),
+        "C": (2.0,),
+        "beta": (0.5,),
+        "gamma": (0.5,),
+    },
+}
 
 
 def _fit_all(ctx: Context, fit_curves: list[Curve]) -> dict[str, object]:
     fits = {}
     for label, (cls, kwargs) in LAWS.items():
         start = time.perf_counter()
-        fits[label] = cls.fit(fit_curves, **kwargs)
+        grid = SMOKE_GRIDS[cls] if ctx.smoke else None
+        fits[label] = cls.fit(fit_curves, init_grid=grid, **kwargs)
         ctx.log(
             f"{ctx.case}: fitted {label} in {time.perf_counter() - start:.1f} s: {fits[label].law}"
         )
@@ -172,8 +189,8 @@ def toy_quadratic(ctx: Context) -> None:
     """Noisy quadratic (exact expected SGD loss): fit constant + cosine, predict WSD, 8-1-1, cyclic."""
     from lrannealing.experiment import noisy_quadratic_curve
 
-    T = ctx.pick(smoke=600, quick=1500, full=3000)
-    every = ctx.pick(smoke=50, quick=50, full=50)
+    T = ctx.pick(smoke=400, quick=1500, full=3000)
+    every = ctx.pick(smoke=25, quick=50, full=50)
     peak = 0.5
     sched = {
         "constant": schedules.constant(T, peak),
@@ -215,7 +232,7 @@ def lm_setup(mode: str) -> dict:
 
     if mode == "smoke":
         cfg = dict(hidden_size=16, num_layers=1, num_heads=2, max_position_embeddings=128)
-        run = dict(T=60, warmup=6, batch_size=4, seq_len=32, eval_every=10, eval_sequences=16)
+        run = dict(T=40, warmup=4, batch_size=2, seq_len=32, eval_every=8, eval_sequences=8)
         names = ("constant", "cosine", "wsd_cos20")
     elif mode == "quick":
         cfg = dict(hidden_size=32, num_layers=2, num_heads=2, max_position_embeddings=128)
