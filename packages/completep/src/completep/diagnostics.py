@@ -24,7 +24,7 @@ def fit_optimal_lr(lrs: Sequence[float], losses: Sequence[float]) -> dict[str, A
         end of the grid (η* is then that point, not a fit) and ``flat`` when the three points give
         no convex bowl (η* is then the best grid point).
 
-    >>> fit_optimal_lr([2**-3, 2**-2, 2**-1], [2.0, 1.0, 2.0])["log2_lr"]
+    >>> round(fit_optimal_lr([2**-3, 2**-2, 2**-1], [2.0, 1.0, 2.0])["log2_lr"], 9)
     -2.0
     """
     if len(lrs) != len(losses) or len(lrs) < 1:
