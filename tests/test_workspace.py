@@ -116,6 +116,7 @@ def test_core_depends_on_nothing_in_the_workspace():
 # folder itself has copied a core helper instead of using it.
 _CORE_ONLY = {
     "torch.set_num_threads(": "use neurips25_core.bench.single_thread()/num_threads(n)",
+    "numba.set_num_threads(": "use neurips25_core.cpu.numba_parallel()/numba_num_threads(n)",
     "VmHWM": "use neurips25_core.bench.peak_rss_subprocess",
     "clear_refs": "use neurips25_core.bench.peak_rss_subprocess",
     "fcntl": "use neurips25_core.models.cached_checkpoint (it holds the lock)",

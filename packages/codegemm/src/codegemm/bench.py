@@ -484,7 +484,7 @@ def cpu_kernels(ctx: Context) -> None:
     if not numba_available():
         ctx.log("cpu_kernels skipped: numba absent (pip install 'codegemm[cpu]')")
         return
-    import numba
+    from neurips25_core.cpu import numba_num_threads
 
     # smoke runs one config: AQLM compiles a fresh numba kernel per (v, M, K, m) in every
     # process, a few seconds each, and the kernels' compile would otherwise dominate the case
@@ -525,8 +525,11 @@ def cpu_kernels(ctx: Context) -> None:
                 times: dict[str, list[float]] = {}
                 # AQLM's kernel runs on numba's own thread count (its prange over input groups
                 # adds into one shared output: more than one numba thread races, see README).
-                numba.set_num_threads(nt)
-                with torch.inference_mode(), single_thread() if nt == 1 else num_threads(nt):
+                with (
+                    torch.inference_mode(),
+                    single_thread() if nt == 1 else num_threads(nt),
+                    numba_num_threads(nt),
+                ):
                     for n in tokens:
                         x = torch.randn(n, k)
                         fns = _kernel_fns(x, dense, layout, books, scales, plan, aqlm)

@@ -28,13 +28,18 @@ Importing this module does not import numba; :func:`numba_available` says whethe
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import functools
-import importlib.util
 
 import numpy as np
 import torch
+
+from neurips25_core.cpu import (
+    njit_kernel,
+    numba_available,
+    numba_parallel,
+    numba_threads,
+    row_tiles,
+)
 
 __all__ = ["ROW_TILE", "CpuLayout", "cpu_layout", "numba_available", "psumbook_cpu"]
 
@@ -42,11 +47,6 @@ __all__ = ["ROW_TILE", "CpuLayout", "cpu_layout", "numba_available", "psumbook_c
 ROW_TILE = 256
 #: Token widths the batched kernel is compiled for; larger N runs in chunks of the largest.
 TOKEN_BLOCKS = (2, 4, 8, 16)
-
-
-def numba_available() -> bool:
-    """Whether numba (the ``cpu`` extra) is importable."""
-    return importlib.util.find_spec("numba") is not None
 
 
 @dataclasses.dataclass
@@ -80,17 +80,11 @@ def cpu_layout(codes: torch.Tensor, codebooks: torch.Tensor, scales: torch.Tenso
     rows, num_vectors, m = codes.shape
     _, size, v = codebooks.shape
     groups = scales.shape[1]
-    tiles = -(-rows // ROW_TILE)
-    pad = tiles * ROW_TILE - rows
-    c = torch.nn.functional.pad(codes.detach().cpu().to(torch.uint8), (0, 0, 0, 0, 0, pad))
-    s = torch.nn.functional.pad(scales.detach().cpu().float(), (0, 0, 0, pad))
     return CpuLayout(
-        # [tiles, R, J, m] -> [tiles, J, m, R]
-        codes=np.ascontiguousarray(
-            c.view(tiles, ROW_TILE, num_vectors, m).permute(0, 2, 3, 1).numpy()
-        ),
+        # [M, J, m] -> [tiles, J, m, R], padded with code 0 / scale 0
+        codes=row_tiles(codes.detach().to(torch.uint8), ROW_TILE),
         codebooks=codebooks.detach().cpu().float().reshape(m * size, v).contiguous(),
-        scales=np.ascontiguousarray(s.view(tiles, ROW_TILE, groups).permute(0, 2, 1).numpy()),
+        scales=row_tiles(scales.detach().float(), ROW_TILE),
         vectors_per_group=num_vectors // groups,
         rows=rows,
     )
@@ -220,40 +214,13 @@ SMALL_N = 4
 BLOCK_BYTES = 256 << 10
 
 
-@functools.cache
 def _compiled(width: int, parallel: bool):
     """The kernel for a token width (1: the GEMV, 0: the small-N loop) and a build (serial or ``prange``-parallel)."""
-    import numba
-
     if width == 0:
-        source = _small_source()
-    else:
-        source = _gemv_source() if width == 1 else _gemm_source(width)
-    return numba.njit(parallel=parallel, fastmath=True, cache=True, nogil=True)(source)
-
-
-def numba_threads() -> int:
-    """The thread count the kernels run on: ``torch.get_num_threads()``, capped at numba's pool."""
-    import numba
-
-    return max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS))
-
-
-@contextlib.contextmanager
-def _threads():
-    """Yields whether to run the parallel build; sets numba's thread count to torch's meanwhile."""
-    import numba
-
-    want = numba_threads()
-    if want == 1:
-        yield False
-        return
-    old = numba.get_num_threads()
-    numba.set_num_threads(want)
-    try:
-        yield True
-    finally:
-        numba.set_num_threads(old)
+        return njit_kernel(_small_source, parallel=parallel)
+    if width == 1:
+        return njit_kernel(_gemv_source, parallel=parallel)
+    return njit_kernel(_gemm_source, width, parallel=parallel)
 
 
 def psumbook_cpu(
@@ -286,7 +253,7 @@ def psumbook_cpu(
         raise ValueError(
             f"out: expected contiguous float32 {(n, rows)}, got {out.dtype} {tuple(out.shape)}"
         )
-    with _threads() as parallel:
+    with numba_parallel() as parallel:
         if n == 1:
             # [K/v, v] @ [v, m·C] -> [K/v, m, C]
             lut = (x.reshape(num_vectors, v) @ layout.codebooks.t()).view(

@@ -6,6 +6,8 @@ Modules (imported on demand, none of them initialises CUDA at import):
 - ``testing``: relative-norm ``assert_close``, ``sqnr``, seeded inputs, NaN-poisoned buffers,
   forward + backward comparison against a float64 reference.
 - ``bench``: timers, peak memory, ``BenchResult``, writers, plots, ``roofline()``, the suite protocol.
+- ``cpu``: numba CPU kernels (numba imported lazily): availability, thread count, compilation,
+  row-tiled layouts.
 - ``data``: the offline stdlib byte corpus and batch iterators.
 - ``models``: tiny transformers Llama models, a training loop, bits-per-byte evaluation, a checkpoint cache.
 - ``cli``: the ``neurips25`` command.
