@@ -25,13 +25,18 @@ does not import numba.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import functools
-import importlib.util
 
 import numpy as np
 import torch
+
+from neurips25_core.cpu import (
+    njit_kernel,
+    numba_available,
+    numba_parallel,
+    numba_threads,
+    row_tiles,
+)
 
 __all__ = ["ROW_TILE", "CpuLayout", "cpu_layout", "numba_available", "packed_matmul_cpu"]
 
@@ -39,11 +44,6 @@ __all__ = ["ROW_TILE", "CpuLayout", "cpu_layout", "numba_available", "packed_mat
 ROW_TILE = 256
 #: Token widths the batched kernel is compiled for; larger N runs in chunks of the largest.
 TOKEN_BLOCKS = (2, 4, 8, 16)
-
-
-def numba_available() -> bool:
-    """Whether numba (the ``cpu`` extra) is importable."""
-    return importlib.util.find_spec("numba") is not None
 
 
 @dataclasses.dataclass
@@ -83,12 +83,7 @@ def cpu_layout(planes: list[torch.Tensor], scale: torch.Tensor, bits: float) -> 
         rows, kp = codes.shape
         shifts = torch.arange(t, dtype=torch.int64) * pb
         packed = (codes.view(rows, kp // t, t) << shifts).sum(dim=-1).to(torch.uint8)
-        tiles = -(-rows // ROW_TILE)
-        packed = torch.nn.functional.pad(packed, (0, 0, 0, tiles * ROW_TILE - rows))
-        # [tiles, R, J] -> [tiles, J, R]
-        out_planes.append(
-            np.ascontiguousarray(packed.view(tiles, ROW_TILE, kp // t).permute(0, 2, 1).numpy())
-        )
+        out_planes.append(row_tiles(packed, ROW_TILE))  # [M, J] -> [tiles, J, R], zero-padded
         beta = torch.arange(256, dtype=torch.int64)[:, None]
         fields = ((beta >> shifts) & ((1 << pb) - 1)).to(torch.float32)
         tables.append((f * (fields - z)).contiguous())
@@ -194,40 +189,13 @@ SMALL_N = 4
 BLOCK_BYTES = 256 << 10
 
 
-@functools.cache
 def _compiled(width: int, parallel: bool):
     """The kernel for a token width (1: the GEMV, 0: the small-N loop) and a build (serial or ``prange``-parallel)."""
-    import numba
-
     if width == 0:
-        source = _small_source()
-    else:
-        source = _gemv_source() if width == 1 else _gemm_source(width)
-    return numba.njit(parallel=parallel, fastmath=True, cache=True, nogil=True)(source)
-
-
-def numba_threads() -> int:
-    """The thread count the kernels run on: ``torch.get_num_threads()``, capped at numba's pool."""
-    import numba
-
-    return max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS))
-
-
-@contextlib.contextmanager
-def _threads():
-    """Yields whether to run the parallel build; sets numba's thread count to torch's meanwhile."""
-    import numba
-
-    want = numba_threads()
-    if want == 1:
-        yield False
-        return
-    old = numba.get_num_threads()
-    numba.set_num_threads(want)
-    try:
-        yield True
-    finally:
-        numba.set_num_threads(old)
+        return njit_kernel(_small_source, parallel=parallel)
+    if width == 1:
+        return njit_kernel(_gemv_source, parallel=parallel)
+    return njit_kernel(_gemm_source, width, parallel=parallel)
 
 
 def packed_matmul_cpu(
@@ -264,7 +232,7 @@ def packed_matmul_cpu(
     out = np.empty(shape, np.float32) if scratch is None else scratch
     if out.shape != shape or out.dtype != np.float32:
         raise ValueError(f"scratch: expected float32 {shape}, got {out.dtype} {out.shape}")
-    with _threads() as parallel:
+    with numba_parallel() as parallel:
         kernel = _compiled(width, parallel)
         tiles = layout.planes[0].shape[0]
         threads = numba_threads() if parallel else 1
