@@ -70,3 +70,12 @@ def test_coord_check_depth_flat_for_depth_aware(kind):
 @pytest.mark.slow
 def test_coord_check_depth_grows_for_sp():
     assert _last_block_ratio("sp") > 2.0
+
+
+def test_linearization_distance_bad_alpha():
+    from completep.linearization import linearization_distance
+
+    with pytest.raises(ValueError, match="alpha"):
+        linearization_distance(1.5, [2], [0])
+    with pytest.raises(ValueError, match="depths"):
+        linearization_distance(1.0, [0], [0])
