@@ -9,7 +9,7 @@
   torchft on two gloo processes (CPU, ratios), and the idealized wall-clock model for the three
   networks.
 
-Modes: ``smoke`` (three widths <= 16, one layer, 20 steps, H = 5: the fits run end to end on real
+Modes: ``smoke`` (two widths <= 16, one layer, 12 steps, H = 5: the fits run end to end on real
 runs), ``quick`` (hidden 24, D = 5N, H = 10: DP, M = 1, M = 2 and torchft), ``full`` (the ladder
 16/24/32/48 at D = 20N with the sweeps described in the README).
 """
@@ -73,7 +73,7 @@ def quality(ctx: Context) -> None:
     ft_ok, ft_why = torchft_available()
     if not ft_ok:
         ctx.log(f"torchft arm skipped: {ft_why}")
-    widths = ctx.pick(smoke=(8, 12, 16), quick=(24,), full=(16, 24, 32, 48))
+    widths = ctx.pick(smoke=(8, 16), quick=(24,), full=(16, 24, 32, 48))
     layers = ctx.pick(smoke=1, quick=2, full=2)
     sync_every = ctx.pick(smoke=5, quick=10, full=30)
     base = RunSpec(
