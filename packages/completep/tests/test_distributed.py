@@ -8,7 +8,7 @@ from neurips25_core.distributed import run_distributed
 STEPS = 5
 
 
-def _train(rank: int, world_size: int, distributed: bool):
+def _train(rank: int, world_size: int, distributed: bool, fsdp: bool = False):
     from completep import ParamConfig, param_groups, parameterize
     from transformers import LlamaForCausalLM
 
@@ -19,8 +19,18 @@ def _train(rank: int, world_size: int, distributed: bool):
     torch.manual_seed(0)
     model = LlamaForCausalLM(config).double()
     parameterize(model, cfg, generator=torch.Generator().manual_seed(0))
+    if fsdp:
+        from torch.distributed.fsdp import fully_shard
+
+        for layer in model.model.layers:
+            fully_shard(layer)
+        fully_shard(model)
+    # groups after fully_shard: they then hold the sharded DTensor parameters
     opt = torch.optim.AdamW(param_groups(model, cfg, lr=1e-2, eps=1e-12), betas=(0.9, 0.95))
-    wrapped = torch.nn.parallel.DistributedDataParallel(model) if distributed else model
+    if distributed and not fsdp:
+        wrapped = torch.nn.parallel.DistributedDataParallel(model)
+    else:
+        wrapped = model
     gen = torch.Generator().manual_seed(1)
     for _ in range(STEPS):
         ids = torch.randint(0, 256, (4, 12), generator=gen)
@@ -30,13 +40,27 @@ def _train(rank: int, world_size: int, distributed: bool):
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+    state = model.state_dict()
+    return {
+        k: (v.full_tensor() if hasattr(v, "full_tensor") else v).detach().clone()
+        for k, v in state.items()
+    }
 
 
 @pytest.mark.slow
 def test_ddp_equals_single_process():
     single = _train(0, 1, distributed=False)
     ranks = run_distributed(_train, world_size=2, args=(True,))
+    for name, ref in single.items():
+        for state in ranks:
+            err = (state[name] - ref).norm() / ref.norm().clamp_min(1e-30)
+            assert err <= 1e-6, name
+
+
+@pytest.mark.slow
+def test_fsdp2_equals_single_process():
+    single = _train(0, 1, distributed=False)
+    ranks = run_distributed(_train, world_size=2, args=(True, True))
     for name, ref in single.items():
         for state in ranks:
             err = (state[name] - ref).norm() / ref.norm().clamp_min(1e-30)
