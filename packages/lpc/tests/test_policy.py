@@ -110,9 +110,6 @@ def test_belady_beats_lru_fifo_and_lpc_on_random_traces(seed, make_trace):
             assert bel >= run_policy(trace, pol, cap, block_size=1).sum()
 
 
-GAPS = []
-
-
 @pytest.mark.parametrize("seed", range(10))
 def test_belady_against_exhaustive_search_on_tiny_traces(seed, make_trace):
     rng = np.random.default_rng(100 + seed)
@@ -122,15 +119,9 @@ def test_belady_against_exhaustive_search_on_tiny_traces(seed, make_trace):
     bel = int(run_policy(trace, BeladyPolicy(), cap, block_size=1).sum())
     lru = int(run_policy(trace, LRUPolicy(), cap, block_size=1).sum())
     assert lru <= best and bel <= best
-    GAPS.append(best - bel)  # MIN is not proven optimal under prefix hits: record, do not assert 0
-
-
-def test_belady_gap_record():
-    """The gap between Belady and the exhaustive optimum over the tiny traces above (recorded)."""
-    if not GAPS:
-        pytest.skip("run together with test_belady_against_exhaustive_search_on_tiny_traces")
-    print(f"Belady gap to the exhaustive optimum (hit tokens) on {len(GAPS)} tiny traces: {GAPS}")
-    assert all(g >= 0 for g in GAPS)
+    # MIN is not proven optimal under prefix hits: the gap is recorded (pytest -s shows it), not
+    # asserted to be 0; it was 0 on all ten traces when this test was written.
+    print(f"seed {seed}: exhaustive optimum {best} hit tokens, Belady {bel}, gap {best - bel}")
 
 
 def test_belady_refuses_a_foreign_request():
