@@ -1,0 +1,1 @@
+"""Public ops of jetnemotron: argument checks, autograd functions and backend dispatch."""
