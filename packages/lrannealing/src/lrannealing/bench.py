@@ -189,7 +189,7 @@ def toy_quadratic(ctx: Context) -> None:
     """Noisy quadratic (exact expected SGD loss): fit constant + cosine, predict WSD, 8-1-1, cyclic."""
     from lrannealing.experiment import noisy_quadratic_curve
 
-    T = ctx.pick(smoke=400, quick=1500, full=3000)
+    T = ctx.pick(smoke=400, quick=1000, full=3000)
     every = ctx.pick(smoke=25, quick=50, full=50)
     peak = 0.5
     sched = {
@@ -236,7 +236,7 @@ def lm_setup(mode: str) -> dict:
         names = ("constant", "cosine", "wsd_cos20")
     elif mode == "quick":
         cfg = dict(hidden_size=32, num_layers=2, num_heads=2, max_position_embeddings=128)
-        run = dict(T=600, warmup=20, batch_size=8, seq_len=64, eval_every=25, eval_sequences=64)
+        run = dict(T=600, warmup=20, batch_size=8, seq_len=64, eval_every=50, eval_sequences=64)
         names = ("constant", "cosine", "wsd_cos20")
     else:
         cfg = dict(hidden_size=64, num_layers=2, num_heads=4, max_position_embeddings=128)
