@@ -1,5 +1,7 @@
 """QPaletteLinear, FusedGroup, quantize_llama and quantize_ on a tiny transformers Llama."""
 
+import copy
+
 import pytest
 import torch
 from qpalette import FusedGroup, QPaletteConfig, QPaletteLinear, quantize_, quantize_llama
@@ -80,6 +82,37 @@ def test_quantize_llama_fused_equals_unfused():
     quantize_llama(b, assign, groups)
     x = torch.randint(0, 256, (2, 16))
     assert_close(b(x).logits, a(x).logits, rtol=1e-5)
+
+
+def test_quantize_llama_cache_reuses_layers_and_matches(monkeypatch):
+    import qpalette.modules as qmod
+
+    base = _llama()
+    names = llama_projections(base)
+    blk = llama_blocks(base)[0]
+    groups = [(blk["q"], blk["k"], blk["v"])]
+    assign = {n: "tcq-2-L6" for n in names}
+    fresh = quantize_llama(copy.deepcopy(base), assign, groups)
+    cache: dict = {}
+    quantize_llama(copy.deepcopy(base), assign, cache=cache)
+    assert len(cache) == len(names)
+    calls = []
+    real = qmod.quantize
+    monkeypatch.setattr(qmod, "quantize", lambda *a, **k: calls.append(1) or real(*a, **k))
+    cached = quantize_llama(copy.deepcopy(base), assign, groups, cache=cache)
+    assert calls == []  # every layer came from the cache
+    x = torch.randint(0, 256, (2, 16))
+    assert_close(cached(x).logits, fresh(x).logits, rtol=1e-6)
+    mods = dict(cached.named_modules())
+    sq, sk = (mods[blk[r]].group.members[mods[blk[r]].index].signs for r in ("q", "k"))
+    assert sq is sk  # one sign vector per family, as without the cache
+    other = copy.deepcopy(base)
+    with torch.no_grad():
+        dict(other.named_modules())[names[0]].weight.add_(1.0)
+    quantize_llama(other, assign, cache=cache)
+    assert calls == [1]  # a changed weight is encoded again, not taken from the cache
+    with pytest.raises(TypeError, match="cache"):
+        quantize_llama(copy.deepcopy(base), assign, cache=[])
 
 
 def test_quantize_llama_bad_inputs():

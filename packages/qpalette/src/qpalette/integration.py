@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import hashlib
 import zlib
 from collections.abc import Mapping, Sequence
 
@@ -61,6 +63,10 @@ def families(names: Sequence[str]) -> list[tuple[str, ...]]:
     return [tuple(v) for v in out.values()]
 
 
+def _bytes(t: torch.Tensor) -> bytes:
+    return t.cpu().contiguous().view(torch.uint8).numpy().tobytes()
+
+
 def _set(model: nn.Module, name: str, module: nn.Module) -> None:
     parent, _, leaf = name.rpartition(".")
     setattr(model.get_submodule(parent) if parent else model, leaf, module)
@@ -72,6 +78,7 @@ def quantize_llama(
     assignment: Mapping[str, QuantizerSpec | str | None],
     groups: Sequence[Sequence[str]] = (),
     seed: int = 0,
+    cache: dict | None = None,
 ) -> nn.Module:
     """Swap the assigned nn.Linear modules for QPaletteLinear (and fused groups), in place.
 
@@ -83,10 +90,15 @@ def quantize_llama(
         assignment: module name -> quantizer spec (None keeps it unquantized but rotated).
         groups: sets of names to fuse; members must share an input and a spec.
         seed: seeds the sign vectors.
+        cache: an optional dict reused across calls (a sweep over assignments of copies of one
+            model): each quantized layer is stored under (name, spec, seed, a hash of the
+            weight and bias) and later calls take a copy instead of running the encoder again.
 
     Returns:
         ``model``.
     """
+    if cache is not None and not isinstance(cache, dict):
+        raise TypeError(f"cache: expected a dict or None, got {type(cache).__name__}")
     modules = dict(model.named_modules())
     specs = {}
     for name, spec in assignment.items():
@@ -117,7 +129,20 @@ def quantize_llama(
             signs[fam] = random_signs(
                 lin.in_features, seed + zlib.crc32(fam.encode()), lin.weight.dtype
             )
+        key = None
+        if cache is not None:
+            w = lin.weight.detach()
+            digest = hashlib.blake2b(_bytes(w), digest_size=16)
+            if lin.bias is not None:
+                digest.update(_bytes(lin.bias.detach()))
+            key = (name, None if spec is None else spec.name, seed, str(w.dtype), digest.hexdigest())
+        if key is not None and key in cache:
+            new[name] = copy.deepcopy(cache[key])
+            new[name].signs = signs[fam]  # the family's one sign vector (equal values)
+            continue
         new[name] = QPaletteLinear.from_linear(lin, spec, signs[fam])
+        if key is not None:
+            cache[key] = copy.deepcopy(new[name])
     for name, module in new.items():
         _set(model, name, module)
     for g in groups:
