@@ -135,7 +135,13 @@ def quantize_llama(
             digest = hashlib.blake2b(_bytes(w), digest_size=16)
             if lin.bias is not None:
                 digest.update(_bytes(lin.bias.detach()))
-            key = (name, None if spec is None else spec.name, seed, str(w.dtype), digest.hexdigest())
+            key = (
+                name,
+                None if spec is None else spec.name,
+                seed,
+                str(w.dtype),
+                digest.hexdigest(),
+            )
         if key is not None and key in cache:
             new[name] = copy.deepcopy(cache[key])
             new[name].signs = signs[fam]  # the family's one sign vector (equal values)
