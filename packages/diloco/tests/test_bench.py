@@ -24,6 +24,9 @@ def test_suite_declares_quality_and_speed_in_every_mode():
 def test_run_spec_derives_steps_from_twenty_tokens_per_parameter():
     spec = RunSpec(hidden=16, batch=32, seq_len=128)
     assert spec.total_steps == round(20 * spec.parameters / (32 * 128))
+    rounded = RunSpec(hidden=16, batch=32, seq_len=128, steps_multiple=30)
+    assert rounded.total_steps % 30 == 0 and abs(rounded.total_steps - spec.total_steps) <= 15
+    assert RunSpec(hidden=16, batch=64, steps_multiple=100).total_steps == 100  # at least one H
     assert RunSpec(algo="dp", dp_ranks=2).world == 2 and RunSpec(replicas=4).world == 4
 
 
@@ -33,6 +36,7 @@ def test_run_spec_derives_steps_from_twenty_tokens_per_parameter():
         ({"algo": "fsdp"}, "algo"),
         ({"batch": 30, "replicas": 4}, "batch"),
         ({"inner_lr": 0.0}, "inner_lr"),
+        ({"steps_multiple": 0}, "steps_multiple"),
     ],
 )
 def test_run_spec_rejects_bad_values(kwargs, name):

@@ -90,6 +90,31 @@ def test_bad_model_and_optimizers_are_refused():
         DiLoCo(frozen, torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1))
 
 
+def test_final_sync_is_off_by_default_as_in_the_paper():
+    import inspect
+
+    from diloco import reference_diloco
+    from diloco.training import RunSpec
+
+    assert DiLoCoConfig().final_sync is False and RunSpec().final_sync is False
+    assert inspect.signature(reference_diloco).parameters["final_sync"].default is False
+    data = batches(7)
+    model = mlp()
+    params = list(model.parameters())
+    opt = _adamw(params)
+    d = DiLoCo(model, opt, DiLoCoConfig(sync_every=3, outer_lr=0.5))
+    for t in range(7):
+        opt.zero_grad()
+        x, y = data[t]
+        (model(x) - y).square().mean().backward()
+        opt.step()
+        d.step()
+    before = [g.clone() for g in d.backup]
+    assert not d.finish() and (d.inner_steps, d.outer_steps) == (7, 2)
+    for p, g in zip(model.parameters(), before, strict=True):
+        assert torch.equal(p, g), "the default finish() must end at θ_global, untouched"
+
+
 def test_counts_final_sync_and_global_model():
     data = batches(7)
     model = mlp()

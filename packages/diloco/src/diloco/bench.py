@@ -9,9 +9,10 @@
   torchft on two gloo processes (CPU, ratios), and the idealized wall-clock model for the three
   networks.
 
-Modes: ``smoke`` (two widths <= 16, one layer, 12 steps, H = 5: the fits run end to end on real
+Modes: ``smoke`` (two widths <= 16, one layer, 10 steps, H = 5: the fits run end to end on real
 runs), ``quick`` (hidden 24, D = 5N, H = 10: DP, M = 1, M = 2 and torchft), ``full`` (the ladder
-16/24/32/48 at D = 20N with the sweeps described in the README).
+16/24/32 at D ≈ 20N with the sweeps described in the README). T is rounded to a multiple of H so
+that no inner steps are dropped at the end (the engine, like the paper, does no final sync).
 """
 
 from __future__ import annotations
@@ -73,7 +74,9 @@ def quality(ctx: Context) -> None:
     ft_ok, ft_why = torchft_available()
     if not ft_ok:
         ctx.log(f"torchft arm skipped: {ft_why}")
-    widths = ctx.pick(smoke=(8, 16), quick=(24,), full=(16, 24, 32, 48))
+    # The issue's ladder is 16/24/32/48; hidden 48 cost 60% of the previous full run's time and
+    # is dropped so the run fits this round's CPU budget (README, "What was trimmed").
+    widths = ctx.pick(smoke=(8, 16), quick=(24,), full=(16, 24, 32))
     layers = ctx.pick(smoke=1, quick=2, full=2)
     sync_every = ctx.pick(smoke=5, quick=10, full=30)
     base = RunSpec(
@@ -82,7 +85,8 @@ def quality(ctx: Context) -> None:
         batch=32,
         inner_lr=1.13e-2,
         tokens_per_param=ctx.pick(smoke=20.0, quick=5.0, full=20.0),
-        steps=ctx.pick(smoke=12, quick=None, full=None),
+        steps=ctx.pick(smoke=10, quick=None, full=None),
+        steps_multiple=sync_every,
         eval_batches=ctx.pick(smoke=1, quick=8, full=16),
     )
     # γ grids (powers of √2). A pilot at hidden 16 (D = 20N, B = 32) put DP's best γ at 1.6e-2 and
@@ -128,7 +132,7 @@ def quality(ctx: Context) -> None:
             loss(dataclasses.replace(best[("M=2", H_ABLATION_WIDTH)], sync_every=H))
         # A second seed at the best cells.
         seed_labels = ctx.pick(smoke=(), quick=(), full=("DP", "M=2"))
-        seed_widths = ctx.pick(smoke=(), quick=(), full=(16, 24, 32))
+        seed_widths = ctx.pick(smoke=(), quick=(), full=(16, 24))
         for h in seed_widths:
             for lab in seed_labels:
                 loss(dataclasses.replace(best[(lab, h)], seed=1))

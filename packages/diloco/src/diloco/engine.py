@@ -77,8 +77,11 @@ class DiLoCoConfig:
         outer_lr: η; None takes :func:`paper_outer_lr` of the world size (Fig. 7).
         outer_momentum: μ of the outer SGD, in [0, 1) (paper: 0.9).
         nesterov: Nesterov momentum for the outer SGD (paper: True).
-        final_sync: :meth:`DiLoCo.finish` runs one more outer step when T is not a multiple of H,
-            so the trailing inner steps are not wasted (the paper evaluates the last global model).
+        final_sync: :meth:`DiLoCo.finish` runs one more outer step when T is not a multiple of H.
+            Off by default, as in the paper (Algorithm 1 evaluates the last global model θ(t) and
+            drops the trailing T mod H inner steps), torchft and OpenDiLoCo: the extra outer step
+            carries the full Nesterov momentum of the earlier rounds on top of a short Δ, and it
+            raised the validation loss in our quick run (see the README). Prefer T a multiple of H.
         backup_device: where θ_global lives between syncs (``"cpu"`` saves accelerator memory).
         bucket_mb: size of the flat buffers Δ is all-reduced in (one collective per bucket).
     """
@@ -87,7 +90,7 @@ class DiLoCoConfig:
     outer_lr: float | None = None
     outer_momentum: float = 0.9
     nesterov: bool = True
-    final_sync: bool = True
+    final_sync: bool = False
     backup_device: str | torch.device = "cpu"
     bucket_mb: float = 25.0
 

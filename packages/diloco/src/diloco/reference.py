@@ -71,7 +71,7 @@ def reference_diloco(
     outer_lr: float,
     outer_momentum: float = 0.9,
     nesterov: bool = True,
-    final_sync: bool = True,
+    final_sync: bool = False,
     grad_clip: float | None = None,
     loss_fn: Callable[[nn.Module, Any], torch.Tensor] | None = None,
     scheduler: Callable[[torch.optim.Optimizer], Any] | None = None,
@@ -88,7 +88,8 @@ def reference_diloco(
         sync_every: H.
         inner_optimizer: ``params -> Optimizer``, one per replica (state kept across rounds).
         outer_lr, outer_momentum, nesterov: the outer SGD (written out, see the module doc).
-        final_sync: one more outer step after the last inner step when ``steps % H != 0``.
+        final_sync: one more outer step after the last inner step when ``steps % H != 0``
+            (default off, as in the paper and :class:`diloco.DiLoCoConfig`).
         grad_clip: clip each replica's gradient to this global ℓ2 norm (per replica), or None.
         loss_fn: ``(model, local_batch) -> scalar``; default: the causal-LM loss of ``(x, y)``.
         scheduler: ``optimizer -> LR scheduler`` stepped after every inner step, or None.

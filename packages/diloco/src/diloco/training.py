@@ -60,7 +60,10 @@ class RunSpec:
         z_loss: z-loss coefficient (paper: 1e-4).
         eval_batches: validation batches of 32 windows for the final loss.
         dp_ranks: processes of the DP baseline (the global batch is split over them).
-        final_sync: DiLoCo's last outer step when T % H != 0.
+        final_sync: DiLoCo's last outer step when T % H != 0 (off, as in the paper).
+        steps_multiple: T derived from D is rounded to the nearest positive multiple of this (the
+            suite passes H = 30, so no inner steps are dropped at the end; all algorithms of a
+            cell share T, so D stays equal across them).
         device: where each rank trains (``"cuda"``: every rank on GPU 0, gloo on CUDA tensors).
     """
 
@@ -80,7 +83,8 @@ class RunSpec:
     z_loss: float = 1e-4
     eval_batches: int = 8
     dp_ranks: int = 2
-    final_sync: bool = True
+    final_sync: bool = False
+    steps_multiple: int = 1
     device: str = "cpu"
 
     def __post_init__(self) -> None:
@@ -88,6 +92,8 @@ class RunSpec:
             raise ValueError(f"algo: expected 'dp', 'diloco' or 'torchft', got {self.algo!r}")
         if self.batch % self.world:
             raise ValueError(f"batch: {self.batch} is not divisible by the {self.world} ranks")
+        if not (isinstance(self.steps_multiple, int) and self.steps_multiple >= 1):
+            raise ValueError(f"steps_multiple: expected an int >= 1, got {self.steps_multiple!r}")
         if not self.inner_lr > 0:
             raise ValueError(f"inner_lr: expected > 0, got {self.inner_lr!r}")
 
@@ -113,7 +119,8 @@ class RunSpec:
         if self.steps is not None:
             return self.steps
         tokens = self.tokens_per_param * self.parameters
-        return max(1, round(tokens / (self.batch * self.seq_len)))
+        k = self.steps_multiple
+        return k * max(1, round(tokens / (self.batch * self.seq_len * k)))
 
 
 def _evaluate(model, corpus, spec: RunSpec) -> float:
