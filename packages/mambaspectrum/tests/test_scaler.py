@@ -26,7 +26,7 @@ def tiny_mamba(dtype=torch.float32, seed=0):
     return MambaForCausalLM(cfg).to(dtype).eval()
 
 
-def tiny_mamba2(seed=0):
+def tiny_mamba2(seed=0, dtype=torch.float32):
     torch.manual_seed(seed)
     cfg = Mamba2Config(
         vocab_size=32,
@@ -39,7 +39,7 @@ def tiny_mamba2(seed=0):
         expand=2,
         chunk_size=8,
     )
-    return Mamba2ForCausalLM(cfg).eval()
+    return Mamba2ForCausalLM(cfg).to(dtype).eval()
 
 
 IDS = torch.randint(0, 32, (2, 21), generator=torch.Generator().manual_seed(0))
@@ -143,10 +143,13 @@ def test_patched_forward_trains_with_gradients():
     assert torch.isfinite(model.backbone.layers[0].mixer.A_log.grad).all()
 
 
-@pytest.mark.parametrize("factory", [tiny_mamba, tiny_mamba2])
-def test_prefill_plus_decode_equals_full_forward_on_scaled_model(factory):
+@pytest.mark.parametrize(
+    "factory,mode",
+    [(tiny_mamba, "spectrum"), (tiny_mamba2, "spectrum"), (tiny_mamba, "delta"), (tiny_mamba2, "delta")],
+)
+def test_prefill_plus_decode_equals_full_forward_on_scaled_model(factory, mode):
     model = factory()
-    scaler = Scaler(model, mode="spectrum")
+    scaler = Scaler(model, mode=mode)
     scaler.set(torch.linspace(0.4, 0.8, scaler.num_layers))
     ids = IDS[:1, :12]
     with torch.no_grad():
@@ -165,7 +168,7 @@ def test_prefill_plus_decode_equals_full_forward_on_scaled_model(factory):
             steps.append(o.logits)
     assert_close(torch.cat(steps, 1), full, rtol=1e-5)
     # prefill_only reproduces the official step(), which ignores the scale: decoding then differs.
-    official = Scaler(model, mode="spectrum", prefill_only=True)
+    official = Scaler(model, mode=mode, prefill_only=True)
     scaler.reset()
     official.set(torch.linspace(0.4, 0.8, scaler.num_layers))
     with torch.no_grad():
@@ -232,8 +235,10 @@ def test_bad_inputs_are_refused_before_anything_changes():
         Scaler(model, mode="ntk")
     with pytest.raises(ValueError, match="granularity"):
         Scaler(model, granularity="channel")
+    with pytest.raises(ValueError, match="granularity"):
+        Scaler(model, mode="delta", granularity="element")
     with pytest.raises(ValueError, match="mode"):
-        Scaler(tiny_mamba2(), mode="delta")
+        Scaler(tiny_mamba2(), mode="delta").scaled_parameters(torch.ones(2))
     scaler = Scaler(model)
     before = model.backbone.layers[0].mixer.A_log.clone()
     for bad in (
@@ -264,3 +269,69 @@ def test_scales_change_the_model(mode):
         with Scaler(model, mode=mode) as scaler:
             scaler.set(torch.full((3,), 0.3))
             assert not torch.allclose(model(IDS).logits, ref, atol=1e-5)
+
+
+def mamba2_dt_scaled_forward(model, ids, scales):
+    """transformers' own Mamba-2 forward with dt multiplied by s after softplus and the clamp."""
+    import transformers.models.mamba2.modeling_mamba2 as mm
+
+    original = mm.mamba2_chunk_scan
+    state = {}
+
+    def wrapped(x, dt, A, B, C, chunk_size, D=None, dt_bias=None, dt_softplus=False, **kw):
+        limit = kw.pop("dt_limit")
+        dt = torch.clamp(F.softplus(dt + dt_bias), *limit) * state["s"]
+        return original(x, dt, A, B, C, chunk_size, D=D, **kw)
+
+    handles = [
+        layer.mixer.register_forward_pre_hook(
+            lambda m, a, i=i: state.__setitem__("s", scales[i].to(torch.float64))
+        )
+        for i, layer in enumerate(model.backbone.layers)
+    ]
+    mm.mamba2_chunk_scan = wrapped
+    try:
+        with torch.no_grad():
+            return model(ids).logits
+    finally:
+        mm.mamba2_chunk_scan = original
+        for h in handles:
+            h.remove()
+
+
+@pytest.mark.parametrize("granularity", ["layer", "element"])
+def test_mamba2_delta_equals_dt_times_s_float64(granularity):
+    """MambaExtend on Mamba-2: the patched forward equals transformers' forward with dt * s."""
+    model = tiny_mamba2(dtype=torch.float64)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with torch.no_grad():
+        plain = model(IDS).logits
+    scaler = Scaler(model, mode="delta", granularity=granularity)
+    s = torch.rand(scaler.shape, generator=torch.Generator().manual_seed(2)) * 1.5 + 0.2
+    expected = mamba2_dt_scaled_forward(model, IDS, s)
+    scaler.set(s)
+    with torch.no_grad():
+        got = model(IDS).logits
+    assert_close(got, expected, rtol=1e-10)
+    assert not torch.allclose(got, plain, atol=1e-6)
+    # a limit on the time step is applied before the scale
+    scaler.reset()
+    for layer in model.backbone.layers:
+        layer.mixer.time_step_limit = (0.0, 0.05)
+    expected = mamba2_dt_scaled_forward(model, IDS, s)
+    scaler.set(s)
+    with torch.no_grad():
+        assert_close(model(IDS).logits, expected, rtol=1e-10)
+    for layer in model.backbone.layers:
+        layer.mixer.time_step_limit = (0.0, math.inf)
+    # s = 1 is transformers' forward bit for bit; reset restores weights and forwards
+    scaler.set(torch.ones(scaler.shape))
+    with torch.no_grad():
+        assert torch.equal(model(IDS).logits, plain)
+    for _ in range(100):
+        scaler.set(s)
+    scaler.reset()
+    with torch.no_grad():
+        assert torch.equal(model(IDS).logits, plain)
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
+    assert all("_mambaspectrum_dt_scale" not in vars(l.mixer) for l in model.backbone.layers)

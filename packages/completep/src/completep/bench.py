@@ -51,84 +51,232 @@ def _mup_available() -> bool:
     return True
 
 
-@SUITE.case("lr_transfer_depth", kind="quality")
-def lr_transfer_depth(ctx: Context) -> None:
-    """A: validation loss over an LR grid at several depths; η*(L) slope, SP vs CompleteP."""
+def _linear_decay(steps: int, warmup: int, final: float = 0.1):
+    """LR factor: linear warm-up over ``warmup`` steps, then linear decay to ``final`` (issue 27)."""
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        return 1.0 - (1.0 - final) * min(1.0, (step - warmup) / max(1, steps - warmup))
+
+    return factor
+
+
+def _hidden_weights(model) -> list[list]:
+    """Per decoder layer, its seven hidden matrices (q, k, v, o, gate, up, down)."""
+    return [
+        [getattr(layer.self_attn, n).weight for n in ("q_proj", "k_proj", "v_proj", "o_proj")]
+        + [getattr(layer.mlp, n).weight for n in ("gate_proj", "up_proj", "down_proj")]
+        for layer in model.model.layers
+    ]
+
+
+def _train_one(model, cfg, corpus, log2_lr, steps, batch, seq, seed, eval_batches, desc, progress):
+    """One run of A: AdamW(0.9, 0.95), λ 0.1, ε 1e-12, clip 1 (rate logged), 10 % warm-up + linear
+    decay to 10 % (LambdaLR, so every group keeps its ``lr_scale``); ``models.train`` drives the
+    loop with its own clipping and cosine schedule off, and two optimizer hooks add ours."""
     import torch
 
-    from completep import ParamConfig, param_groups
-    from completep.diagnostics import fit_optimal_lr, loglog_slope
-    from neurips25_core.data import stdlib_corpus
+    from completep import param_groups
     from neurips25_core.models import evaluate_bpb, train
 
-    width = ctx.pick(smoke=16, quick=32, full=64)
-    heads = ctx.pick(smoke=2, quick=2, full=4)
-    seq = ctx.pick(smoke=16, quick=32, full=64)
+    opt = torch.optim.AdamW(
+        param_groups(model, cfg, lr=2.0**log2_lr, weight_decay=0.1, eps=1e-12), betas=(0.9, 0.95)
+    )
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, _linear_decay(steps, max(1, steps // 10)))
+    params = [p for p in model.parameters() if p.requires_grad]
+    norms: list[float] = []
+
+    def clip(optimizer, args, kwargs):
+        norms.append(float(torch.nn.utils.clip_grad_norm_(params, 1.0)))
+
+    opt.register_step_pre_hook(clip)
+    opt.register_step_post_hook(lambda optimizer, args, kwargs: sched.step())
+    start = [[w.detach().clone() for w in layer] for layer in _hidden_weights(model)]
+    try:
+        res = train(
+            model,
+            corpus,
+            steps=steps,
+            optimizer=opt,
+            batch_size=batch,
+            seq_len=seq,
+            grad_clip=None,
+            schedule=False,
+            seed=seed,
+            progress=progress,
+            desc=desc,
+        )
+        bpb = evaluate_bpb(model, corpus, batch_size=batch, seq_len=seq, num_batches=eval_batches)
+        curve = res.losses
+    except FloatingPointError:
+        bpb, curve = math.inf, []
+    moved = [
+        sum(float((w - w0).norm() / w0.norm()) for w, w0 in zip(now, then, strict=True)) / len(now)
+        for now, then in zip(_hidden_weights(model), start, strict=True)
+    ]
+    clip_rate = sum(n > 1.0 for n in norms) / max(1, len(norms))
+    return {
+        "val_bpb": bpb if math.isfinite(bpb) else math.inf,
+        "curve": curve,
+        "clip_rate": clip_rate,
+        "rel_change_per_layer": moved,
+    }
+
+
+def _mup_peer_check(ctx, base, width: int, log2_lr: float, corpus, seq: int, batch: int) -> None:
+    """The peer: mup's ``MuReadout`` + ``set_base_shapes`` + ``MuAdamW`` on our kind="mup" model.
+
+    At width = base (A's setting) its per-parameter LRs equal ours (``tests/test_peer_mup.py``
+    checks them at m_N = 4), so instead of spending the sweep twice we check that five steps of
+    the peer's optimizer give the losses of ours, and record the largest difference.
+    """
+    import mup
+    import torch
+
+    from completep import ParamConfig, param_groups, parameterize
+
+    cfg = ParamConfig(kind="mup", base_width=width, base_depth=2)
+    losses = {}
+    gen = torch.Generator().manual_seed(0)
+    batches = [corpus.get_batch("train", batch, seq, generator=gen) for _ in range(5)]
+    for who in ("ours", "mup"):
+        model = _model(base, width, 2, cfg, seed=0)
+        handle = model._completep_handle
+        handle.remove()
+        weight = model.lm_head.weight.detach().clone()
+        model.lm_head = mup.MuReadout(width, weight.shape[0], bias=False)
+        with torch.no_grad():
+            model.lm_head.weight.copy_(weight)
+        wider = _model(base, 2 * width, 2, cfg, seed=0)
+        wider.lm_head = mup.MuReadout(2 * width, weight.shape[0], bias=False)
+        shape_base = _model(base, width, 2, cfg, seed=0)
+        shape_base.lm_head = mup.MuReadout(width, weight.shape[0], bias=False)
+        mup.set_base_shapes(model, shape_base, delta=wider, rescale_params=False)
+        parameterize(model, cfg, reinit=False)
+        if who == "ours":
+            opt = torch.optim.AdamW(
+                param_groups(model, cfg, lr=2.0**log2_lr, weight_decay=0.1, eps=1e-12),
+                betas=(0.9, 0.95),
+            )
+        else:
+            opt = mup.MuAdamW(
+                model.parameters(), lr=2.0**log2_lr, weight_decay=0.1, eps=1e-12, betas=(0.9, 0.95)
+            )
+        run = []
+        with torch.enable_grad():
+            for x, y in batches:
+                loss = torch.nn.functional.cross_entropy(
+                    model(x).logits.reshape(-1, 256).float(), y.reshape(-1)
+                )
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                opt.step()
+                run.append(float(loss))
+        losses[who] = run
+    diff = max(abs(a - b) for a, b in zip(losses["ours"], losses["mup"], strict=True))
+    ctx.log(f"peer mup (MuAdamW + MuReadout) vs kind='mup', 5 steps: max |loss diff| {diff:.2e}")
+    ctx.record("mup_peer_max_loss_diff", diff, "nats", kind="mup", steps=5, log2_lr=log2_lr)
+
+
+@SUITE.case("lr_transfer_depth", kind="quality")
+def lr_transfer_depth(ctx: Context) -> None:
+    """A: validation loss over an LR grid at several depths; η*(L) slope per parameterization.
+
+    D (laziness) comes from the same runs: the mean over a layer's hidden matrices of
+    ‖W_T − W₀‖/‖W₀‖, at each depth's best grid LR, deepest over shallowest.
+    """
+    import statistics
+
+    import torch
+
+    from completep import ParamConfig
+    from completep.diagnostics import fit_optimal_lr, loglog_slope
+    from neurips25_core.data import stdlib_corpus
+
+    width = ctx.pick(smoke=16, quick=32, full=32)
+    heads = 2
+    seq = ctx.pick(smoke=16, quick=32, full=32)
     batch = ctx.pick(smoke=4, quick=8, full=16)
-    steps = ctx.pick(smoke=4, quick=40, full=200)
+    steps = ctx.pick(smoke=4, quick=40, full=150)
     depths = ctx.pick(smoke=[1, 2], quick=[2, 8], full=[2, 4, 8, 16])
-    log2_lrs = ctx.pick(smoke=[-8, -6], quick=[-9, -7, -5], full=list(range(-11, -4)))
+    main_grid = ctx.pick(smoke=[-8, -6], quick=[-9, -7, -5], full=list(range(-10, -3)))
+    side_grid = ctx.pick(smoke=[-8, -6], quick=[-9, -7, -5], full=list(range(-9, -4)))
+    grids = {"sp": main_grid, "completep": main_grid, "mup": side_grid, "depth_mup": side_grid}
     kinds = ctx.pick(
         smoke=["sp", "completep"],
-        quick=["sp", "completep"],
-        full=["sp", "mup", "depth_mup", "completep"],
+        quick=["sp", "completep", "mup"],
+        full=["sp", "completep", "mup", "depth_mup"],
     )
+    # a second seed at the three grid LRs around each seed-0 optimum (SP and CompleteP)
+    second_seed = ctx.pick(smoke=True, quick=False, full=True)
     eval_batches = ctx.pick(smoke=2, quick=8, full=20)
-    if not _mup_available():
-        ctx.log("peer mup: not installed (its arm is skipped; `uv pip install --no-deps mup`)")
-    else:
-        ctx.log("peer mup: installed, but its arm is not implemented yet (see README)")
     corpus = stdlib_corpus()
     base = _base_config(width, heads, 4 * width, seq)
     runs = []
+
+    def run(kind, cfg, depth, log2_lr, seed):
+        out = _train_one(
+            _model(base, width, depth, cfg, seed=seed),
+            cfg,
+            corpus,
+            log2_lr,
+            steps,
+            batch,
+            seq,
+            seed,
+            eval_batches,
+            f"{kind} L={depth} lr=2^{log2_lr} s{seed}",
+            not ctx.smoke,
+        )
+        runs.append({"kind": kind, "depth": depth, "log2_lr": log2_lr, "seed": seed, **out})
+
+    def mean_bpb(kind, depth, log2_lr):
+        vals = [
+            r["val_bpb"]
+            for r in runs
+            if r["kind"] == kind and r["depth"] == depth and r["log2_lr"] == log2_lr
+        ]
+        return statistics.fmean(vals) if all(math.isfinite(v) for v in vals) else math.inf
+
     with torch.inference_mode(False), single_thread():
         for kind in kinds:
             cfg = ParamConfig(kind=kind, base_width=width, base_depth=depths[0])
             for depth in depths:
-                for log2_lr in log2_lrs:
-                    model = _model(base, width, depth, cfg, seed=0)
-                    opt = torch.optim.AdamW(
-                        param_groups(model, cfg, lr=2.0**log2_lr, weight_decay=0.1, eps=1e-12),
-                        betas=(0.9, 0.95),
-                    )
-                    try:
-                        res = train(
-                            model,
-                            corpus,
-                            steps=steps,
-                            optimizer=opt,
-                            batch_size=batch,
-                            seq_len=seq,
-                            grad_clip=1.0,
-                            seed=0,
-                            progress=not ctx.smoke,
-                            desc=f"{kind} L={depth} lr=2^{log2_lr}",
-                        )
-                        bpb = evaluate_bpb(
-                            model, corpus, batch_size=batch, seq_len=seq, num_batches=eval_batches
-                        )
-                        curve = res.losses
-                    except FloatingPointError:
-                        bpb, curve = math.inf, []
-                    runs.append(
-                        {
-                            "kind": kind,
-                            "depth": depth,
-                            "log2_lr": log2_lr,
-                            "val_bpb": bpb,
-                            "curve": curve,
-                        }
-                    )
+                for log2_lr in grids[kind]:
+                    run(kind, cfg, depth, log2_lr, seed=0)
+                if second_seed and kind in ("sp", "completep"):
+                    grid = grids[kind]
+                    best = min(range(len(grid)), key=lambda i: mean_bpb(kind, depth, grid[i]))
+                    lo = min(max(0, best - 1), max(0, len(grid) - 3))
+                    for log2_lr in grid[lo : lo + 3]:
+                        run(kind, cfg, depth, log2_lr, seed=1)
         summary = {}
         for kind in kinds:
             fits = {}
             for depth in depths:
-                rows = [r for r in runs if r["kind"] == kind and r["depth"] == depth]
-                fit = fit_optimal_lr(
-                    [2.0 ** r["log2_lr"] for r in rows], [r["val_bpb"] for r in rows]
+                grid = grids[kind]
+                bpbs = [mean_bpb(kind, depth, x) for x in grid]
+                fit = fit_optimal_lr([2.0**x for x in grid], bpbs)
+                best_lr = grid[min(range(len(grid)), key=bpbs.__getitem__)]
+                at_best = [
+                    r
+                    for r in runs
+                    if r["kind"] == kind and r["depth"] == depth and r["log2_lr"] == best_lr
+                ]
+                clip_rate = statistics.fmean(r["clip_rate"] for r in at_best)
+                moved = statistics.fmean(
+                    statistics.fmean(r["rel_change_per_layer"]) for r in at_best
                 )
-                best = min(r["val_bpb"] for r in rows)
-                fits[depth] = {**fit, "best_val_bpb": best}
+                fits[depth] = {
+                    **fit,
+                    "best_val_bpb": min(bpbs),
+                    "best_grid_log2_lr": best_lr,
+                    "clip_rate_at_best": clip_rate,
+                    "rel_weight_change_at_best": moved,
+                    "seeds_at_best": len(at_best),
+                }
                 ctx.record(
                     "log2_optimal_lr",
                     fit["log2_lr"],
@@ -138,33 +286,60 @@ def lr_transfer_depth(ctx: Context) -> None:
                     edge=fit["edge"],
                     flat=fit["flat"],
                 )
-                ctx.record("best_val_bpb", best, "bits/byte", kind=kind, depth=depth)
+                ctx.record("best_val_bpb", min(bpbs), "bits/byte", kind=kind, depth=depth)
+                ctx.record("clip_rate_at_best", clip_rate, "", kind=kind, depth=depth)
+                ctx.record("rel_weight_change_at_best", moved, "", kind=kind, depth=depth)
             slope = loglog_slope(depths, [fits[d]["log2_lr"] for d in depths])
             ctx.record("log2_lr_slope_vs_log2_depth", slope, "", lower_is_better=False, kind=kind)
-            summary[kind] = {"fits": fits, "slope": slope}
+            lazy = fits[depths[-1]]["rel_weight_change_at_best"] / max(
+                fits[depths[0]]["rel_weight_change_at_best"], 1e-30
+            )
+            ctx.record(
+                "laziness_ratio",
+                lazy,
+                "x",
+                lower_is_better=False,
+                kind=kind,
+                depths=f"{depths[-1]}/{depths[0]}",
+            )
+            summary[kind] = {"fits": fits, "slope": slope, "laziness_ratio": lazy}
+        if not _mup_available():
+            ctx.log("peer mup: not installed, its check is skipped (`uv pip install --no-deps mup`)")
+        elif not ctx.smoke:
+            mup_best = summary["mup"]["fits"][depths[0]]["best_grid_log2_lr"]
+            _mup_peer_check(ctx, base, width, mup_best, corpus, seq, batch)
     ctx.path("lr_transfer_runs.json").write_text(
-        json.dumps({"runs": runs, "summary": summary, "width": width, "steps": steps}, indent=1)
+        json.dumps(
+            {
+                "runs": runs,
+                "summary": summary,
+                "width": width,
+                "seq": seq,
+                "batch": batch,
+                "steps": steps,
+                "schedule": "10% linear warm-up, linear decay to 10%",
+            },
+            indent=1,
+        )
     )
     for kind in kinds:
-        series = {
-            f"L={d}": [
-                next(
-                    r["val_bpb"]
-                    for r in runs
-                    if r["kind"] == kind and r["depth"] == d and r["log2_lr"] == x
-                )
-                for x in log2_lrs
-            ]
-            for d in depths
-        }
         plot_lines(
-            log2_lrs,
-            series,
+            grids[kind],
+            {f"L={d}": [mean_bpb(kind, d, x) for x in grids[kind]] for d in depths},
             ctx.path(f"lr_transfer_{kind}.png"),
             xlabel="log2 base LR",
-            ylabel="validation bits/byte",
+            ylabel="validation bits/byte (mean over seeds)",
             title=f"{kind}: width {width}, {steps} steps",
         )
+    plot_lines(
+        depths,
+        {k: [summary[k]["fits"][d]["log2_lr"] for d in depths] for k in kinds},
+        ctx.path("optimal_lr_vs_depth.png"),
+        xlabel="depth",
+        ylabel="log2 η* (quadratic fit)",
+        title=f"η*(L), width {width}, {steps} steps",
+        logx=True,
+    )
 
 
 @SUITE.case("coord_check_depth", kind="quality")

@@ -206,9 +206,63 @@ class FuzzyDraft:
         """
         return self._forward(self._ids(ids), exact=True)
 
-    def extend(self, ids: torch.Tensor, exact: bool = False) -> torch.Tensor:
-        """Append ``ids`` with a fuzzy (or ``exact``) forward: logits (T, V)."""
-        return self._forward(self._ids(ids), exact=exact)
+    def extend(
+        self,
+        ids: torch.Tensor,
+        exact: bool = False,
+        positions: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Append ``ids`` (T tokens) at cache slots ``length .. length+T-1``: logits (T, V).
+
+        Args:
+            ids: the tokens, (T,) or (1, T).
+            exact: an exact forward (default: fuzzy).
+            positions: the tokens' true positions for RoPE, (T,) ints (default: their slots).
+                Token trees put siblings in different slots at the same position.
+            mask: which cache slots each token attends to, (T, length + T) bool (default:
+                causal over slots). A token tree's mask is "the committed prefix, the node's
+                ancestors and itself" (see :func:`easyspec.tree.draft_tree`).
+        """
+        ids = self._ids(ids)
+        t, s = ids.numel(), self.length + ids.numel()
+        if positions is not None:
+            positions = torch.as_tensor(positions, device=self.device)
+            if positions.shape != (t,) or positions.is_floating_point():
+                raise ValueError(
+                    f"positions: expected {t} integer positions, got {tuple(positions.shape)} "
+                    f"{positions.dtype}"
+                )
+            if int(positions.min()) < 0 or int(positions.max()) >= self.capacity:
+                raise ValueError(f"positions: expected values in [0, {self.capacity})")
+        if mask is not None:
+            mask = torch.as_tensor(mask, device=self.device)
+            if mask.dtype != torch.bool or mask.shape != (t, s):
+                raise ValueError(
+                    f"mask: expected a bool tensor of shape ({t}, {s}), got "
+                    f"{mask.dtype} {tuple(mask.shape)}"
+                )
+            if not bool(mask.any(-1).all()):
+                raise ValueError("mask: every token must attend to at least one slot")
+        return self._forward(ids, exact=exact, positions=positions, mask=mask)
+
+    def select(self, start: int, slots: list[int]) -> None:
+        """Keep slots ``< start``, then move ``slots`` (in order) to ``start, start + 1, ...``.
+
+        After a token-tree verification this keeps the accepted path's K/V (already rotated at
+        their true positions, which a path's consecutive slots match) and drops its siblings.
+        """
+        if not isinstance(start, int) or not 0 <= start <= self.length:
+            raise ValueError(f"start: expected an int in [0, {self.length}], got {start!r}")
+        slots = [int(i) for i in slots]
+        if any(not start <= i < self.length for i in slots):
+            raise ValueError(f"slots: expected slots in [{start}, {self.length}), got {slots}")
+        if slots:
+            idx = torch.tensor(slots, device=self.device)
+            end = start + len(slots)
+            self._k[:, :, start:end] = self._k[:, :, idx].clone()
+            self._v[:, :, start:end] = self._v[:, :, idx].clone()
+        self.length = start + len(slots)
 
     def step(self, token: int | torch.Tensor) -> torch.Tensor:
         """One fuzzy decode step on ``token``: the next-token logits (V,)."""
@@ -237,34 +291,50 @@ class FuzzyDraft:
         return ids.to(self.device)
 
     @torch.no_grad()
-    def _forward(self, ids: torch.Tensor, exact: bool) -> torch.Tensor:
+    def _forward(
+        self,
+        ids: torch.Tensor,
+        exact: bool,
+        positions: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         start, t = self.length, ids.numel()
         h = self.model.model.embed_tokens(ids)[None]  # (1, T, d)
-        pos = torch.arange(start, start + t, device=self.device)[None]
-        cos, sin = self.model.model.rotary_emb(h, pos)
+        if positions is None:
+            positions = torch.arange(start, start + t, device=self.device)
+        cos, sin = self.model.model.rotary_emb(h, positions[None])
         rope = (cos[:, None], sin[:, None])  # (1, 1, T, hd)
+        if mask is None and t > 1:  # causal over slots
+            slot = torch.arange(start, start + t, device=self.device)[:, None]
+            mask = torch.arange(start + t, device=self.device)[None, :] <= slot
+        elif mask is not None and bool(mask.all()):
+            mask = None  # attends everything: the unmasked kernel, as a chain step
         stages = 0
         for gi, group in enumerate(self.groups):
             if exact or len(group) == 1:
                 for i in group:
                     layer = self.layers[i]
                     h = h + self._attn(
-                        i, _rms(h, layer.input_layernorm.weight, self.eps), rope, start
+                        i, _rms(h, layer.input_layernorm.weight, self.eps), rope, start, mask
                     )
                     h = h + self._mlp(i, h)
                     stages += 1
                 continue
             x = h
             if self.backend == "stacked":
-                outs = self._attn_stacked(gi, x, rope, start)
+                outs = self._attn_stacked(gi, x, rope, start, mask)
             elif self.backend == "streams":
-                outs = self._attn_streams(group, x, rope, start)
+                outs = self._attn_streams(group, x, rope, start, mask)
             elif self.backend == "gloo":
-                outs = self._attn_gloo(group, x, rope, start)
+                outs = self._attn_gloo(group, x, rope, start, mask)
             else:
                 outs = [
                     self._attn(
-                        i, _rms(x, self.layers[i].input_layernorm.weight, self.eps), rope, start
+                        i,
+                        _rms(x, self.layers[i].input_layernorm.weight, self.eps),
+                        rope,
+                        start,
+                        mask,
                     )
                     for i in group
                 ]
@@ -288,22 +358,17 @@ class FuzzyDraft:
         layer = self.layers[i]
         return layer.mlp(_rms(h, layer.post_attention_layernorm.weight, self.eps))
 
-    def _sdpa(self, q, k, v, start):
-        """q (B, H, T, hd); k, v (B, Hkv, S, hd) with S = start + T: causal at true positions."""
-        t, s = q.shape[-2], k.shape[-2]
+    def _sdpa(self, q, k, v, mask):
+        """q (B, H, T, hd); k, v (B, Hkv, S, hd); mask None (attend all) or (T, S) bool."""
         rep = self.num_heads // self.num_kv
         if rep > 1:
             k = k.repeat_interleave(rep, dim=-3)
             v = v.repeat_interleave(rep, dim=-3)
-        mask = None
-        if t > 1:
-            qpos = torch.arange(start, start + t, device=q.device)[:, None]
-            mask = torch.arange(s, device=q.device)[None, :] <= qpos
         return torch.nn.functional.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, scale=1.0 / math.sqrt(self.head_dim)
         )
 
-    def _attn(self, i: int, x: torch.Tensor, rope, start: int) -> torch.Tensor:
+    def _attn(self, i: int, x: torch.Tensor, rope, start: int, mask) -> torch.Tensor:
         """Attention of layer ``i`` on normed input ``x`` (1, T, d); writes its K/V to the cache."""
         a = self.layers[i].self_attn
         t = x.shape[1]
@@ -317,10 +382,10 @@ class FuzzyDraft:
         self._v[i, :, start : start + t] = v[0]
         kk = self._k[i, :, : start + t][None]
         vv = self._v[i, :, : start + t][None]
-        o = self._sdpa(q, kk, vv, start)
+        o = self._sdpa(q, kk, vv, mask)
         return a.o_proj(o.transpose(1, 2).reshape(1, t, self.num_heads * self.head_dim))
 
-    def _attn_stacked(self, gi: int, x: torch.Tensor, rope, start: int) -> list[torch.Tensor]:
+    def _attn_stacked(self, gi: int, x: torch.Tensor, rope, start: int, mask) -> list[torch.Tensor]:
         """All attentions of group ``gi`` at once: one batched matmul per projection."""
         w = self._stacked[gi]
         n = w["norm"].shape[0]
@@ -340,7 +405,7 @@ class FuzzyDraft:
         sl = w["slice"]
         self._k[sl, :, start : start + t] = k
         self._v[sl, :, start : start + t] = v
-        o = self._sdpa(q, self._k[sl, :, : start + t], self._v[sl, :, : start + t], start)
+        o = self._sdpa(q, self._k[sl, :, : start + t], self._v[sl, :, : start + t], mask)
         o = o.transpose(1, 2).reshape(n, t, self.num_heads * self.head_dim)
         out = torch.bmm(o, w["o"])
         if w["ob"] is not None:
@@ -348,7 +413,7 @@ class FuzzyDraft:
         return [out[j : j + 1] for j in range(n)]
 
     def _attn_streams(
-        self, group: list[int], x: torch.Tensor, rope, start: int
+        self, group: list[int], x: torch.Tensor, rope, start: int, mask
     ) -> list[torch.Tensor]:
         """One CUDA stream per attention of the group (CUDA only)."""
         if self._streams is None:
@@ -360,12 +425,14 @@ class FuzzyDraft:
             s.wait_stream(main)
             with torch.cuda.stream(s):
                 xn = _rms(x, self.layers[i].input_layernorm.weight, self.eps)
-                outs.append(self._attn(i, xn, rope, start))
+                outs.append(self._attn(i, xn, rope, start, mask))
         for j in range(len(group)):
             main.wait_stream(self._streams[j])
         return outs
 
-    def _attn_gloo(self, group: list[int], x: torch.Tensor, rope, start: int) -> list[torch.Tensor]:
+    def _attn_gloo(
+        self, group: list[int], x: torch.Tensor, rope, start: int, mask
+    ) -> list[torch.Tensor]:
         """Rank j computes the j-th attention of the group; one all-gather shares outputs + K/V."""
         import torch.distributed as dist
 
@@ -374,7 +441,9 @@ class FuzzyDraft:
         j = self._rank
         if j < len(group):
             i = group[j]
-            a = self._attn(i, _rms(x, self.layers[i].input_layernorm.weight, self.eps), rope, start)
+            a = self._attn(
+                i, _rms(x, self.layers[i].input_layernorm.weight, self.eps), rope, start, mask
+            )
             k = self._k[i, :, start : start + t]
             v = self._v[i, :, start : start + t]
             buf = torch.cat([a.reshape(-1), k.reshape(-1), v.reshape(-1)])

@@ -8,13 +8,16 @@ committed length after each verification); the draft is a :class:`~easyspec.draf
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
+from collections.abc import Sequence
 
 import torch
 from torch import nn
 
 from .draft import FuzzyDraft
 from .sampling import _check_sampling, sampling_probs, verify_chain
+from .tree import check_branching, draft_tree, verify_tree_greedy
 
 __all__ = ["SpecStats", "autoregressive_generate", "speculative_generate"]
 
@@ -26,7 +29,8 @@ class SpecStats:
     ``accepted``: accepted draft tokens per iteration (k); ``mean_accepted_length`` = mean(k + 1),
     the tokens committed per base forward; ``acceptance_rate`` = sum(k) / (iterations·γ);
     ``draft_stages``: sequential layer stages the draft ran (a fuzzy group counts once — the
-    latency unit when a group's attentions run on different devices).
+    latency unit when a group's attentions run on different devices); ``verified_tokens``: draft
+    tokens the base scored (γ per iteration for a chain, the node count for a tree).
     """
 
     gamma: int
@@ -37,6 +41,7 @@ class SpecStats:
     draft_stages: int = 0
     draft_tokens: int = 0
     calibration_tokens: int = 0
+    verified_tokens: int = 0
     seconds: float = 0.0
 
     @property
@@ -109,8 +114,9 @@ def speculative_generate(
     max_new_tokens: int = 64,
     generator: torch.Generator | None = None,
     group_size: int = 4,
+    tree: Sequence[int] | None = None,
 ) -> tuple[torch.Tensor, SpecStats]:
-    """Lossless speculative decoding (chains): ``(ids (1, T + max_new_tokens), stats)``.
+    """Lossless speculative decoding: ``(ids (1, T + max_new_tokens), stats)``.
 
     Args:
         base: the target causal LM (transformers; batch 1).
@@ -124,11 +130,12 @@ def speculative_generate(
         max_new_tokens: tokens to generate.
         generator: random source at ``temperature > 0``.
         group_size: N when ``draft`` is a model.
+        tree: a static token tree's branching factors ``(b_1, ..., b_gamma)`` (greedy only, see
+            :mod:`easyspec.tree`); ``None`` drafts a chain. The base then verifies through
+            easyspec's exact executor (a Llama/Qwen2/Mistral model) with a tree attention mask.
 
     At ``temperature=0`` the output equals the base model's greedy decoding token for token.
     """
-    from transformers import DynamicCache
-
     if not isinstance(gamma, int) or gamma < 1:
         raise ValueError(f"gamma: expected an int >= 1, got {gamma!r}")
     if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
@@ -141,21 +148,49 @@ def speculative_generate(
         raise ValueError(
             f"draft: vocabulary size {draft.vocab_size} does not match the base's {vocab}"
         )
-    ids = _check_ids(ids, vocab)
-    device = next(base.parameters()).device
-    ids = ids.to(device)
+    ids = _check_ids(ids, vocab).to(next(base.parameters()).device)
     if ids.shape[1] + max_new_tokens + gamma + 1 > draft.capacity:
         raise ValueError(
             f"max_new_tokens: prompt {ids.shape[1]} + {max_new_tokens} + gamma exceeds the draft "
             f"cache ({draft.capacity})"
         )
 
-    def probs(logits):
-        return sampling_probs(logits, temperature, top_k, top_p)
-
+    if tree is not None:
+        tree = check_branching(tree, gamma)
+        if temperature != 0:
+            raise ValueError(
+                f"tree: token trees use greedy verification only (temperature=0), got "
+                f"temperature={temperature!r}; use a chain (tree=None) to sample"
+            )
     stats = SpecStats(gamma=gamma)
     t0 = time.perf_counter()
     d0 = dict(draft.stats)
+    if tree is None:
+        seq = _chain_loop(
+            base, draft, ids, gamma, temperature, top_k, top_p, calibrate, max_new_tokens,
+            generator, stats,
+        )  # fmt: skip
+    else:
+        seq = _tree_loop(base, draft, ids, tree, calibrate, max_new_tokens, stats)
+    stats.new_tokens = max_new_tokens
+    stats.draft_forwards = draft.stats["forwards"] - d0["forwards"]
+    stats.draft_stages = draft.stats["stages"] - d0["stages"]
+    stats.draft_tokens = draft.stats["tokens"] - d0["tokens"]
+    stats.seconds = time.perf_counter() - t0
+    out_ids = torch.tensor([seq[: ids.shape[1] + max_new_tokens]], device=ids.device)
+    return out_ids, stats
+
+
+def _chain_loop(
+    base, draft, ids, gamma, temperature, top_k, top_p, calibrate, max_new_tokens, generator, stats
+) -> list[int]:
+    from transformers import DynamicCache
+
+    device = ids.device
+
+    def probs(logits):
+        return sampling_probs(logits, temperature, top_k, top_p)
+
     seq = ids[0].tolist()
     cache = DynamicCache()
     kw = _cache_kwarg(base)
@@ -184,6 +219,7 @@ def speculative_generate(
         p = probs(out.logits[0])
         k, y = verify_chain(torch.tensor(xs), torch.stack(qs), p, generator)
         stats.accepted.append(k)
+        stats.verified_tokens += gamma
         committed = [*xs[:k], y]
         seq.extend(committed)
         _crop(cache, len(seq) - 1)
@@ -196,13 +232,57 @@ def speculative_generate(
             draft.truncate(keep)
             logits = draft.extend(torch.tensor(seq[keep:]))
         q_next = probs(logits[-1])
-    stats.new_tokens = max_new_tokens
-    stats.draft_forwards = draft.stats["forwards"] - d0["forwards"]
-    stats.draft_stages = draft.stats["stages"] - d0["stages"]
-    stats.draft_tokens = draft.stats["tokens"] - d0["tokens"]
-    stats.seconds = time.perf_counter() - t0
-    out_ids = torch.tensor([seq[: prompt_len + max_new_tokens]], device=device)
-    return out_ids, stats
+    return seq
+
+
+def _tree_loop(base, draft, ids, branching, calibrate, max_new_tokens, stats) -> list[int]:
+    """Greedy token-tree speculation; the base verifies through an exact executor whose cache
+    can hold a tree and keep only the accepted path (:meth:`FuzzyDraft.select`)."""
+    try:
+        verifier = FuzzyDraft(base, group_size=1)
+    except TypeError as exc:
+        raise TypeError(f"base: token trees need a base the executor supports ({exc})") from None
+    nodes = sum(math.prod(branching[: d + 1]) for d in range(len(branching)))
+    need = ids.shape[1] + max_new_tokens + nodes + 1
+    if need > min(draft.capacity, verifier.capacity):
+        raise ValueError(
+            f"max_new_tokens: prompt {ids.shape[1]} + {max_new_tokens} + {nodes} tree nodes "
+            f"exceeds the cache ({min(draft.capacity, verifier.capacity)})"
+        )
+    seq = ids[0].tolist()
+    prompt_len = len(seq)
+    if len(seq) > 1:
+        verifier.prefill(ids[:, :-1])
+        stats.base_forwards += 1
+    next_logits = draft.prefill(ids)[-1]
+    while len(seq) - prompt_len < max_new_tokens:
+        t = len(seq)
+        tree = draft_tree(draft, next_logits, branching)
+        n, start = len(tree), verifier.length  # start = t - 1
+        mask = torch.zeros(1 + n, start + 1 + n, dtype=torch.bool)
+        mask[:, : start + 1] = True  # the committed prefix and the last committed token
+        mask[1:, start + 1 :] = tree.ancestors()
+        positions = torch.tensor([t - 1, *(t - 1 + d for d in tree.depths)])
+        logits = verifier.extend(
+            torch.tensor([seq[-1], *tree.tokens]), exact=True, positions=positions, mask=mask
+        )
+        stats.base_forwards += 1
+        path, y = verify_tree_greedy(tree, logits)
+        stats.accepted.append(len(path))
+        stats.verified_tokens += n
+        committed = [*(tree.tokens[i] for i in path), y]
+        verifier.select(start + 1, [start + 1 + i for i in path])
+        seq.extend(committed)
+        if calibrate:
+            draft.truncate(t)
+            logits = draft.calibrate(torch.tensor(committed))
+            stats.calibration_tokens += len(committed)
+        else:  # the accepted nodes' fuzzy K/V stay; the rest is appended fuzzily
+            fed = [tree.slots[i] for i in path if tree.slots[i] >= 0]
+            draft.select(t, fed)
+            logits = draft.extend(torch.tensor(seq[t + len(fed) :]))
+        next_logits = logits[-1]
+    return seq
 
 
 @torch.no_grad()

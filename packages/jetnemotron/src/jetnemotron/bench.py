@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from neurips25_core.bench import Context, Suite, compare, single_thread
 
-SUITE = Suite(name="jetnemotron", paper="Jet-Nemotron: Efficient Language Model with Post Neural Architecture Search", url="https://arxiv.org/abs/2508.15884")
+SUITE = Suite(
+    name="jetnemotron",
+    paper="Jet-Nemotron: Efficient Language Model with Post Neural Architecture Search",
+    url="https://arxiv.org/abs/2508.15884",
+)
 
 
 @SUITE.case("placeholder_speed", kind="speed")

@@ -87,7 +87,7 @@ def dynamic_conv_unfold(
     Returns:
         ``(y [B, T, D], cache [B, D, W])``: the new cache holds the last W inputs.
     """
-    B, T, D = x.shape
+    B, _T, D = x.shape
     W = kernels.shape[-1]
     past = (
         torch.zeros(B, D, W, dtype=x.dtype, device=x.device) if cache is None else cache.to(x.dtype)

@@ -53,9 +53,11 @@ class Scaler:
         mode: ``"spectrum"`` (``A_log <- s * A_log``, the paper), ``"a_linear"``
             (``A_log <- A_log + log s``) or ``"delta"`` (MambaExtend: ``delta <- s * delta``; on
             Mamba-1 the exact reparametrisation ``A_log += log s`` and the B rows of ``x_proj``
-            times ``s``; not available on Mamba-2, whose B passes through the convolution).
+            times ``s``; on Mamba-2, whose B passes through the convolution, a patched mixer
+            forward multiplies ``dt`` by ``s`` after ``softplus`` and the ``time_step_limit``
+            clamp, on the full-sequence, prefill and decode paths alike).
         granularity: ``"layer"`` (scales of shape (layers,)) or ``"element"`` ((layers, d_inner, N)
-            on Mamba-1, (layers, heads) on Mamba-2; not with ``delta``).
+            on Mamba-1, (layers, heads) on Mamba-2; ``delta`` on Mamba-1 is per layer only).
         prefill_only: reproduce the official behaviour - the scale applies to full-sequence
             forwards, the cached one-token decode step uses the unscaled ``A``.
 
@@ -80,13 +82,9 @@ class Scaler:
             raise ValueError(f"mode: expected one of {MODES}, got {mode!r}")
         if granularity not in GRANULARITIES:
             raise ValueError(f"granularity: expected one of {GRANULARITIES}, got {granularity!r}")
-        if mode == "delta" and kind == "mamba2":
+        if mode == "delta" and kind == "mamba" and granularity != "layer":
             raise ValueError(
-                "mode: 'delta' is implemented for Mamba-1 only (Mamba-2 needs a patched mixer forward)"
-            )
-        if mode == "delta" and granularity != "layer":
-            raise ValueError(
-                "granularity: 'delta' scales one delta per layer; expected 'layer', got 'element'"
+                "granularity: 'delta' on Mamba-1 scales one delta per layer; expected 'layer', got 'element'"
             )
         if not isinstance(prefill_only, bool):
             raise TypeError(f"prefill_only: expected a bool, got {type(prefill_only).__name__}")
@@ -98,7 +96,11 @@ class Scaler:
             return t.detach().to(torch.promote_types(t.dtype, torch.float32)).clone()
 
         self._a_log = [master(m.A_log) for m in mixers]
-        self._x_proj = [master(m.x_proj.weight) for m in mixers] if mode == "delta" else None
+        self._x_proj = (
+            [master(m.x_proj.weight) for m in mixers] if mode == "delta" and kind == "mamba" else None
+        )
+        # Mamba-2 delta is not a weight edit: the scale lives on the mixer, read by a patched forward
+        self._dt_patch = mode == "delta" and kind == "mamba2"
         self.scales = torch.ones(self.shape, dtype=torch.float32)
         self._hooks: list = []
 
@@ -126,10 +128,19 @@ class Scaler:
     def set(self, scales) -> Scaler:
         """Apply ``scales`` (recomputed from the master copies, so calls never accumulate)."""
         s = self._validate(scales)
+        if self._dt_patch:
+            unit = bool((s == 1).all())  # s = 1: HF's own forward, bit for bit
+            for i, m in enumerate(self.mixers):
+                if unit:
+                    _unpatch_dt(m)
+                else:
+                    _patch_dt(m, s[i].to(self._a_log[i].dtype), self.prefill_only)
+            self.scales = s.float()
+            return self
         for i, m in enumerate(self.mixers):
             s_i = s[i].to(self._a_log[i].dtype)
             m.A_log.copy_(scaled_a_log(self._a_log[i], s_i, self.mode).to(m.A_log.dtype))
-            if self.mode == "delta":
+            if self._x_proj is not None:
                 w = self._x_proj[i].clone()
                 r, n = m.time_step_rank, m.ssm_state_size
                 w[r : r + n] *= s_i
@@ -150,6 +161,11 @@ class Scaler:
             raise ValueError(
                 f"scales: expected a tensor of shape {self.shape}, got {tuple(getattr(scales, 'shape', ()))}"
             )
+        if self._dt_patch:
+            raise ValueError(
+                "mode: 'delta' on Mamba-2 scales dt inside a patched forward, not a weight; "
+                "scaled_parameters (and calibrate_grad) support it on Mamba-1 only"
+            )
         names = {id(p): n for n, p in self.model.named_parameters()}
         out = {}
         for i, m in enumerate(self.mixers):
@@ -164,10 +180,13 @@ class Scaler:
 
     @torch.no_grad()
     def reset(self) -> Scaler:
-        """Restore the original weights exactly."""
+        """Restore the original weights (and forwards) exactly."""
         for i, m in enumerate(self.mixers):
+            if self._dt_patch:
+                _unpatch_dt(m)
+                continue
             m.A_log.copy_(self._a_log[i].to(m.A_log.dtype))
-            if self.mode == "delta":
+            if self._x_proj is not None:
                 m.x_proj.weight.copy_(self._x_proj[i].to(m.x_proj.weight.dtype))
         for h in self._hooks:
             h.remove()
@@ -205,6 +224,107 @@ class Scaler:
 
     def __exit__(self, *exc) -> None:
         self.reset()
+
+
+def _patch_dt(mixer, scale: torch.Tensor, prefill_only: bool) -> None:
+    if not hasattr(mixer, "_mambaspectrum_dt_original_forward"):
+        mixer._mambaspectrum_dt_original_forward = mixer.forward
+        mixer.forward = types.MethodType(_mamba2_dt_scaled_forward, mixer)
+    mixer._mambaspectrum_dt_scale = scale.clone()
+    mixer._mambaspectrum_prefill_only = prefill_only
+
+
+def _unpatch_dt(mixer) -> None:
+    if hasattr(mixer, "_mambaspectrum_dt_original_forward"):
+        mixer.forward = mixer._mambaspectrum_dt_original_forward
+        del mixer._mambaspectrum_dt_original_forward
+        del mixer._mambaspectrum_dt_scale, mixer._mambaspectrum_prefill_only
+
+
+def _mamba2_dt_scaled_forward(
+    self, hidden_states, cache=None, attention_mask=None, cache_params=None, **kwargs
+):
+    """A transformers ``Mamba2Mixer`` forward (its torch path) with ``dt`` scaled: MambaExtend on
+    Mamba-2, ``dt <- s * clamp(softplus(dt + dt_bias), *time_step_limit)``.
+
+    The same steps and the same transformers helpers as ``Mamba2Mixer.forward`` (convolution,
+    cache updates, ``mamba2_chunk_scan``, ``mamba2_selective_state_update``, gated norm); only
+    ``dt`` is computed here, scaled, and handed to the scans with softplus, bias and clamp off.
+    The decode step clamps too (transformers' step skips ``time_step_limit``; equal under the
+    default ``(0, inf)``). ``prefill_only`` leaves one-token cached steps unscaled, as the
+    official ``step()`` does.
+    """
+    from transformers.models.mamba2 import modeling_mamba2 as hf
+
+    cache = cache if cache is not None else cache_params
+    batch, length, _ = hidden_states.shape
+    dtype = hidden_states.dtype
+    conv_state = recurrent_state = None
+    if cache is not None:
+        conv_state = cache.get_conv_state(self.layer_idx, state_idx=0)
+        recurrent_state = cache.get_recurrent_state(self.layer_idx, state_idx=0)
+    projected = self.in_proj(hf.apply_mask_to_padding_states(hidden_states, attention_mask))
+    gate, xbc, dt = projected.split(
+        [self.intermediate_size, self.conv_dim, self.num_heads], dim=-1
+    )
+    xbc = xbc.transpose(1, 2)
+    weight = self.conv1d.weight.squeeze(1)
+    if conv_state is not None and length == 1 and not cache.is_recording_past(self.layer_idx):
+        xbc = hf.causal_conv1d_update(
+            xbc, conv_state, weight, self.conv1d.bias, activation=self.activation
+        )
+    else:
+        if cache is not None:
+            xbc = cache.update_conv_state(
+                xbc, self.layer_idx, conv_kernel_size=self.conv_kernel_size
+            )
+        xbc = hf.causal_conv1d_fn(xbc, weight, self.conv1d.bias, activation=self.activation)
+        if cache is not None:
+            xbc = xbc[:, :, -length:]
+    xbc = hf.apply_mask_to_padding_states(xbc.transpose(1, 2), attention_mask)
+    gn = self.n_groups * self.ssm_state_size
+    x, B, C = torch.split(xbc, [self.intermediate_size, gn, gn], dim=-1)
+
+    scale = self._mambaspectrum_dt_scale
+    if self._mambaspectrum_prefill_only and cache is not None and length == 1:
+        scale = torch.ones_like(scale)
+    dt = F.softplus(dt + self.dt_bias.to(dt.dtype))
+    dt = torch.clamp(dt, self.time_step_limit[0], self.time_step_limit[1]) * scale.to(dt.dtype)
+    A = -torch.exp(self.A_log.float())
+
+    if recurrent_state is not None and length == 1:
+        out = hf.mamba2_selective_state_update(
+            recurrent_state,
+            x.view(batch, self.num_heads, self.head_dim),
+            dt.transpose(1, 2).expand(-1, -1, self.head_dim),
+            A[:, None, None].expand(-1, self.head_dim, self.ssm_state_size),
+            B.view(batch, self.n_groups, self.ssm_state_size),
+            C.view(batch, self.n_groups, self.ssm_state_size),
+            self.D[:, None].expand(-1, self.head_dim),
+            z=None,
+            dt_bias=None,
+            dt_softplus=False,
+        ).view(batch, 1, -1)
+    else:
+        result = hf.mamba2_chunk_scan(
+            x.view(batch, length, self.num_heads, self.head_dim),
+            dt,
+            A,
+            B.view(batch, length, self.n_groups, self.ssm_state_size),
+            C.view(batch, length, self.n_groups, self.ssm_state_size),
+            chunk_size=self.chunk_size,
+            D=self.D,
+            z=None,
+            return_final_states=cache is not None,
+            dt_bias=None,
+            dt_softplus=False,
+            initial_states=recurrent_state,
+        )
+        if cache is not None:
+            result, final_state = result
+            cache.update_recurrent_state(final_state, layer_idx=self.layer_idx)
+        out = result.reshape(batch, length, -1)
+    return self.out_proj(self.norm(out, gate).to(dtype))
 
 
 def _fast_mixer_forward(self, hidden_states, cache=None, attention_mask=None, **kwargs):
