@@ -93,6 +93,7 @@ def test_two_gloo_ranks_equal_the_reference_and_keep_the_invariants():
         _adamw,
         outer_lr=0.6,
         grad_clip=0.5,
+        final_sync=True,  # the engine side runs with final_sync=True (tests/helpers.py)
         loss_fn=loss_fn,
         on_sync=lambda k, theta: ref_synced.append(_flat(theta).clone()),
     )
@@ -133,6 +134,7 @@ def test_four_gloo_ranks_equal_the_reference_in_float64():
         _adamw,
         outer_lr=0.6,
         grad_clip=1.0,
+        final_sync=True,
         loss_fn=loss_fn,
     )
     for r in results:

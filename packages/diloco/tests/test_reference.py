@@ -183,10 +183,10 @@ def test_reference_counts_outer_and_inner_steps():
     data = batches(11)
     adam = lambda p: torch.optim.AdamW(p, lr=1e-2)  # noqa: E731
     with_final = reference_diloco(
-        mlp(), lambda t: data[t], 11, 2, 3, adam, outer_lr=0.6, loss_fn=loss_fn
+        mlp(), lambda t: data[t], 11, 2, 3, adam, outer_lr=0.6, final_sync=True, loss_fn=loss_fn
     )
-    without = reference_diloco(
-        mlp(), lambda t: data[t], 11, 2, 3, adam, outer_lr=0.6, final_sync=False, loss_fn=loss_fn
+    without = reference_diloco(  # the default, as in the paper
+        mlp(), lambda t: data[t], 11, 2, 3, adam, outer_lr=0.6, loss_fn=loss_fn
     )
     assert with_final["outer_steps"] == 11 // 3 + 1
     assert without["outer_steps"] == 11 // 3
