@@ -48,6 +48,32 @@ def test_simulate_curves_are_monotone_and_bounded(trace):
     assert res.hit_ratio["LRU"][-1] == res.hit_ratio["FIFO"][-1]  # everything fits: no eviction
 
 
+def test_two_workers_give_the_serial_result_exactly(trace):
+    from lpc.policy import BeladyPolicy, OraclePolicy
+
+    n = distinct_blocks(trace)
+    policies = {
+        "LRU": LRUPolicy,
+        "FIFO": FIFOPolicy,
+        "oracle": lambda: OraclePolicy(3.0),  # a lambda: fine for the forked workers
+        "Belady": BeladyPolicy,
+    }
+
+    def missing():
+        raise ImportError("not installed")
+
+    policies["missing"] = missing
+    sizes = [n // 30, n // 8, n // 3]
+    serial = simulate(trace, policies, sizes)
+    forked = simulate(trace, policies, sizes, workers=2)
+    assert serial.skipped == forked.skipped == {"missing": "not installed"}
+    assert list(forked.hits) == list(serial.hits) == ["LRU", "FIFO", "oracle", "Belady"]
+    for name in serial.hits:
+        for a, b in zip(serial.hits[name], forked.hits[name], strict=True):
+            np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(serial.hit_ratio[name], forked.hit_ratio[name])
+
+
 def test_size_at_hit_ratio_interpolates():
     sizes, hr = [10, 20, 40], [0.1, 0.3, 0.5]
     assert size_at_hit_ratio(sizes, hr, 0.2) == pytest.approx(15.0)
@@ -67,6 +93,9 @@ def test_simulate_bad_input(trace):
         simulate(trace, {}, [4])
     with pytest.raises(ValueError, match="time"):
         simulate(list(reversed(trace)), {"LRU": LRUPolicy}, [4])
+    for bad in (0, 1.5, True):
+        with pytest.raises(ValueError, match="workers"):
+            simulate(trace, {"LRU": LRUPolicy}, [4], workers=bad)
     if libcachesim_available():
         with pytest.raises(ValueError, match="algorithm"):
             simulate(trace[:3], {"x": lambda: LibCacheSimPolicy("NoSuchPolicy")}, [4])

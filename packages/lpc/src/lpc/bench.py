@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import numpy as np
 
@@ -162,7 +163,9 @@ def hit_ratio(ctx: Context) -> None:
         policies["libcachesim-LRU"] = lambda: LibCacheSimPolicy("LRU")
     else:
         ctx.log("libcachesim not installed (`pip install lpc[peers]`): S3-FIFO/SIEVE/ARC skipped")
-    res = simulate(test, policies, sizes, progress=not ctx.smoke)
+    # (policy, size) jobs are independent and deterministic: one process per core
+    workers = 1 if ctx.smoke else min(2, os.cpu_count() or 1)
+    res = simulate(test, policies, sizes, progress=not ctx.smoke, workers=workers)
     hr = res.hit_ratio
 
     if "libcachesim-LRU" in hr:

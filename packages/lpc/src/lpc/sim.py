@@ -25,6 +25,7 @@ import contextlib
 import dataclasses
 import gc
 import math
+import multiprocessing
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -166,6 +167,7 @@ def simulate(
     sizes: Sequence[int],
     block_size: int = 16,
     progress: bool = False,
+    workers: int = 1,
 ) -> SimResult:
     """Run every policy at every cache size on ``trace``.
 
@@ -177,6 +179,9 @@ def simulate(
         sizes: capacities in blocks (each >= 1).
         block_size: tokens per block.
         progress: show a progress bar (``neurips25_core.progress``).
+        workers: processes running (policy, size) jobs at once. Every job is independent and
+            deterministic, so the result is identical for any value; ``workers > 1`` forks
+            (POSIX only; elsewhere it runs serially), so the factories may be lambdas.
     """
     from lpc.trace import check_trace
 
@@ -188,27 +193,60 @@ def simulate(
         raise ValueError(f"sizes: expected capacities >= 1, got {sizes!r}")
     prompt_tokens = int(sum(len(r.tokens) for r in trace))
     result = SimResult(np.array(sizes), {}, {}, prompt_tokens)
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers: expected an integer >= 1, got {workers!r}")
     jobs = [(name, s) for name in policies for s in sizes]
     bar = None
     if progress:
         from neurips25_core.progress import progress_bar
 
         bar = progress_bar(total=len(jobs), desc="simulate")
-    for name, factory in policies.items():
-        per_size = []
+    done: dict[tuple[str, int], np.ndarray | str] = {}
+    global _FORKED_JOB
+    if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
+        _FORKED_JOB = (trace, policies, block_size)
         try:
-            for s in sizes:
-                per_size.append(run_policy(trace, factory(), s, block_size))
-                if bar is not None:
-                    bar.update(1)
-        except ImportError as err:
-            result.skipped[name] = str(err)
-            continue
-        result.hits[name] = per_size
-        result.hit_ratio[name] = np.array([h.sum() / max(prompt_tokens, 1) for h in per_size])
+            with multiprocessing.get_context("fork").Pool(min(workers, len(jobs))) as pool:
+                for key, out in pool.imap_unordered(_run_job, jobs):
+                    done[key] = out
+                    if bar is not None:
+                        bar.update(1)
+        finally:
+            _FORKED_JOB = None
+    else:
+        for name, s in jobs:
+            done[(name, s)] = _run_one(trace, policies[name], s, block_size)
+            if bar is not None:
+                bar.update(1)
     if bar is not None:
         bar.close()
+    for name in policies:
+        outs = [done[(name, s)] for s in sizes]
+        errors = [o for o in outs if isinstance(o, str)]
+        if errors:
+            result.skipped[name] = errors[0]
+            continue
+        result.hits[name] = outs
+        result.hit_ratio[name] = np.array([h.sum() / max(prompt_tokens, 1) for h in outs])
     return result
+
+
+#: (trace, policies, block_size) of the simulation being forked (read by :func:`_run_job`).
+_FORKED_JOB = None
+
+
+def _run_one(trace, factory, capacity: int, block_size: int) -> np.ndarray | str:
+    """One (policy, size) job: its hit array, or the ImportError's message."""
+    try:
+        return run_policy(trace, factory(), capacity, block_size)
+    except ImportError as err:
+        return str(err)
+
+
+def _run_job(job):
+    name, capacity = job
+    trace, policies, block_size = _FORKED_JOB
+    return job, _run_one(trace, policies[name], capacity, block_size)
 
 
 def distinct_blocks(trace, block_size: int = 16) -> int:
