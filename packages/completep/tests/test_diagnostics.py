@@ -31,8 +31,35 @@ def test_loglog_slope():
 
 def test_suite_cases_have_all_modes():
     assert SUITE.name == "completep"
-    assert {c.name for c in SUITE.cases} == {"lr_transfer_depth", "coord_check_depth", "speed_step"}
+    assert {c.name for c in SUITE.cases} == {
+        "lr_transfer_depth",
+        "depth_mup_lr_transfer",
+        "coord_check_depth",
+        "speed_step",
+    }
     assert all("smoke" in c.modes for c in SUITE.cases)
+
+
+def test_linear_decay_schedule_keeps_group_ratios():
+    """A's schedule: 10 % linear warm-up, linear decay to 10 %, every group keeping lr_scale."""
+    from completep.bench import _linear_decay
+
+    factor = _linear_decay(100, 10)
+    assert [factor(s) for s in (0, 9)] == pytest.approx([0.1, 1.0])
+    assert factor(10) == pytest.approx(1.0)
+    assert factor(55) == pytest.approx(0.55)
+    assert factor(100) == pytest.approx(0.1)
+    base = tiny_llama_config(hidden_size=16, num_layers=2, num_heads=2, intermediate_size=64)
+    model = LlamaForCausalLM(scaled_config(base, 32, 4))
+    cfg = ParamConfig(kind="completep", base_width=16, base_depth=2)
+    parameterize(model, cfg)
+    opt = torch.optim.AdamW(param_groups(model, cfg, lr=1e-2))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
+    for _ in range(55):
+        opt.step()
+        sched.step()
+    for group in opt.param_groups:
+        assert group["lr"] == pytest.approx(1e-2 * group["lr_scale"] * 0.55)
 
 
 def _last_block_ratio(kind, depths=(2, 16), steps=5):

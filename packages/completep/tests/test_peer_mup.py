@@ -41,3 +41,25 @@ def test_mup_kind_lrs_equal_muadamw():
     for key, lr in theirs.items():
         assert ours[key] == pytest.approx(lr, rel=1e-12), names[key]
     assert min(ours.values()) == pytest.approx(1e-2 / 4)  # the hidden weights: η / m_N
+
+
+def test_mup_peer_optimizer_matches_ours_at_base_width():
+    """A's peer check: MuAdamW + MuReadout on a kind="mup" model = our groups, loss for loss."""
+    from completep.bench import _base_config, _mup_peer_check
+
+    from neurips25_core.data import stdlib_corpus
+
+    class Ctx:
+        def __init__(self):
+            self.records = []
+
+        def log(self, msg):
+            pass
+
+        def record(self, metric, value, unit, **params):
+            self.records.append((metric, value))
+
+    ctx = Ctx()
+    _mup_peer_check(ctx, _base_config(16, 2, 64, 16), 16, -6, stdlib_corpus(), 16, 4)
+    assert ctx.records[0][0] == "mup_peer_max_loss_diff"
+    assert ctx.records[0][1] <= 1e-6

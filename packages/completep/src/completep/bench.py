@@ -112,7 +112,8 @@ def _train_one(model, cfg, corpus, log2_lr, steps, batch, seq, seed, eval_batche
     except FloatingPointError:
         bpb, curve = math.inf, []
     moved = [
-        sum(float((w - w0).norm() / w0.norm()) for w, w0 in zip(now, then, strict=True)) / len(now)
+        sum(float((w.detach() - w0).norm() / w0.norm()) for w, w0 in zip(now, then, strict=True))
+        / len(now)
         for now, then in zip(_hidden_weights(model), start, strict=True)
     ]
     clip_rate = sum(n > 1.0 for n in norms) / max(1, len(norms))
@@ -160,8 +161,17 @@ def _mup_peer_check(ctx, base, width: int, log2_lr: float, corpus, seq: int, bat
                 betas=(0.9, 0.95),
             )
         else:
+            # the usual decay / no-decay split (norm gains undecayed, as in Table 1); mup scales
+            # the LRs itself
+            groups = param_groups(model, cfg, lr=1.0, weight_decay=1.0, eps=1.0)
             opt = mup.MuAdamW(
-                model.parameters(), lr=2.0**log2_lr, weight_decay=0.1, eps=1e-12, betas=(0.9, 0.95)
+                [
+                    {"params": g["params"], "weight_decay": 0.1 * (g["weight_decay"] > 0)}
+                    for g in groups
+                ],
+                lr=2.0**log2_lr,
+                eps=1e-12,
+                betas=(0.9, 0.95),
             )
         run = []
         with torch.enable_grad():
@@ -173,7 +183,7 @@ def _mup_peer_check(ctx, base, width: int, log2_lr: float, corpus, seq: int, bat
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
                 opt.step()
-                run.append(float(loss))
+                run.append(loss.item())
         losses[who] = run
     diff = max(abs(a - b) for a, b in zip(losses["ours"], losses["mup"], strict=True))
     ctx.log(f"peer mup (MuAdamW + MuReadout) vs kind='mup', 5 steps: max |loss diff| {diff:.2e}")
@@ -182,11 +192,29 @@ def _mup_peer_check(ctx, base, width: int, log2_lr: float, corpus, seq: int, bat
 
 @SUITE.case("lr_transfer_depth", kind="quality")
 def lr_transfer_depth(ctx: Context) -> None:
-    """A: validation loss over an LR grid at several depths; η*(L) slope per parameterization.
+    """A: validation loss over an LR grid at several depths; η*(L) slope, SP vs CompleteP vs μP.
 
     D (laziness) comes from the same runs: the mean over a layer's hidden matrices of
     ‖W_T − W₀‖/‖W₀‖, at each depth's best grid LR, deepest over shallowest.
     """
+    _lr_transfer(
+        ctx,
+        ctx.pick(
+            smoke=["sp", "completep"],
+            quick=["sp", "completep", "mup"],
+            full=["sp", "completep", "mup"],
+        ),
+        tag="",
+    )
+
+
+@SUITE.case("depth_mup_lr_transfer", kind="quality", modes=("smoke", "full"))
+def depth_mup_lr_transfer(ctx: Context) -> None:
+    """A's depth-μP (α = ½) arm at the same sizes (a separate case so that it runs in parallel)."""
+    _lr_transfer(ctx, ["depth_mup"], tag="_alpha_half")
+
+
+def _lr_transfer(ctx: Context, kinds: list[str], tag: str) -> None:
     import statistics
 
     import torch
@@ -198,20 +226,15 @@ def lr_transfer_depth(ctx: Context) -> None:
     width = ctx.pick(smoke=16, quick=32, full=32)
     heads = 2
     seq = ctx.pick(smoke=16, quick=32, full=32)
-    batch = ctx.pick(smoke=4, quick=8, full=16)
-    steps = ctx.pick(smoke=4, quick=40, full=150)
+    batch = ctx.pick(smoke=4, quick=4, full=8)
+    steps = ctx.pick(smoke=4, quick=30, full=80)
     depths = ctx.pick(smoke=[1, 2], quick=[2, 8], full=[2, 4, 8, 16])
     main_grid = ctx.pick(smoke=[-8, -6], quick=[-9, -7, -5], full=list(range(-10, -3)))
-    side_grid = ctx.pick(smoke=[-8, -6], quick=[-9, -7, -5], full=list(range(-9, -4)))
+    side_grid = ctx.pick(smoke=[-8, -6], quick=[-9, -7, -5], full=list(range(-8, -3)))
     grids = {"sp": main_grid, "completep": main_grid, "mup": side_grid, "depth_mup": side_grid}
-    kinds = ctx.pick(
-        smoke=["sp", "completep"],
-        quick=["sp", "completep", "mup"],
-        full=["sp", "completep", "mup", "depth_mup"],
-    )
     # a second seed at the three grid LRs around each seed-0 optimum (SP and CompleteP)
     second_seed = ctx.pick(smoke=True, quick=False, full=True)
-    eval_batches = ctx.pick(smoke=2, quick=8, full=20)
+    eval_batches = ctx.pick(smoke=2, quick=4, full=20)
     corpus = stdlib_corpus()
     base = _base_config(width, heads, 4 * width, seq)
     runs = []
@@ -304,11 +327,13 @@ def lr_transfer_depth(ctx: Context) -> None:
             )
             summary[kind] = {"fits": fits, "slope": slope, "laziness_ratio": lazy}
         if not _mup_available():
-            ctx.log("peer mup: not installed, its check is skipped (`uv pip install --no-deps mup`)")
-        elif not ctx.smoke:
+            ctx.log(
+                "peer mup: not installed, its check is skipped (`uv pip install --no-deps mup`)"
+            )
+        elif ctx.full and "mup" in kinds:
             mup_best = summary["mup"]["fits"][depths[0]]["best_grid_log2_lr"]
             _mup_peer_check(ctx, base, width, mup_best, corpus, seq, batch)
-    ctx.path("lr_transfer_runs.json").write_text(
+    ctx.path(f"lr_transfer{tag}_runs.json").write_text(
         json.dumps(
             {
                 "runs": runs,
@@ -334,7 +359,7 @@ def lr_transfer_depth(ctx: Context) -> None:
     plot_lines(
         depths,
         {k: [summary[k]["fits"][d]["log2_lr"] for d in depths] for k in kinds},
-        ctx.path("optimal_lr_vs_depth.png"),
+        ctx.path(f"optimal_lr_vs_depth{tag}.png"),
         xlabel="depth",
         ylabel="log2 η* (quadratic fit)",
         title=f"η*(L), width {width}, {steps} steps",
