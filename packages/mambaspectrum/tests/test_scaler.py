@@ -144,8 +144,13 @@ def test_patched_forward_trains_with_gradients():
 
 
 @pytest.mark.parametrize(
-    "factory,mode",
-    [(tiny_mamba, "spectrum"), (tiny_mamba2, "spectrum"), (tiny_mamba, "delta"), (tiny_mamba2, "delta")],
+    ("factory", "mode"),
+    [
+        (tiny_mamba, "spectrum"),
+        (tiny_mamba2, "spectrum"),
+        (tiny_mamba, "delta"),
+        (tiny_mamba2, "delta"),
+    ],
 )
 def test_prefill_plus_decode_equals_full_forward_on_scaled_model(factory, mode):
     model = factory()
@@ -334,4 +339,4 @@ def test_mamba2_delta_equals_dt_times_s_float64(granularity):
     with torch.no_grad():
         assert torch.equal(model(IDS).logits, plain)
     assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
-    assert all("_mambaspectrum_dt_scale" not in vars(l.mixer) for l in model.backbone.layers)
+    assert all("_mambaspectrum_dt_scale" not in vars(b.mixer) for b in model.backbone.layers)

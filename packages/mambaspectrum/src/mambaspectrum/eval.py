@@ -86,7 +86,9 @@ def passkey(
 
     Example:
         >>> from transformers import MambaConfig, MambaForCausalLM
-        >>> model = MambaForCausalLM(MambaConfig(vocab_size=256, hidden_size=8, num_hidden_layers=1))
+        >>> model = MambaForCausalLM(
+        ...     MambaConfig(vocab_size=256, hidden_size=8, num_hidden_layers=1)
+        ... )
         >>> filler = torch.randint(32, 127, (4096,))
         >>> acc = passkey(model, [128], [0.0, 1.0], filler, n=2)
         >>> sorted(acc)

@@ -97,7 +97,9 @@ class Scaler:
 
         self._a_log = [master(m.A_log) for m in mixers]
         self._x_proj = (
-            [master(m.x_proj.weight) for m in mixers] if mode == "delta" and kind == "mamba" else None
+            [master(m.x_proj.weight) for m in mixers]
+            if mode == "delta" and kind == "mamba"
+            else None
         )
         # Mamba-2 delta is not a weight edit: the scale lives on the mixer, read by a patched forward
         self._dt_patch = mode == "delta" and kind == "mamba2"
@@ -264,9 +266,7 @@ def _mamba2_dt_scaled_forward(
         conv_state = cache.get_conv_state(self.layer_idx, state_idx=0)
         recurrent_state = cache.get_recurrent_state(self.layer_idx, state_idx=0)
     projected = self.in_proj(hf.apply_mask_to_padding_states(hidden_states, attention_mask))
-    gate, xbc, dt = projected.split(
-        [self.intermediate_size, self.conv_dim, self.num_heads], dim=-1
-    )
+    gate, xbc, dt = projected.split([self.intermediate_size, self.conv_dim, self.num_heads], dim=-1)
     xbc = xbc.transpose(1, 2)
     weight = self.conv1d.weight.squeeze(1)
     if conv_state is not None and length == 1 and not cache.is_recording_past(self.layer_idx):
