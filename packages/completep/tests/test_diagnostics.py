@@ -34,6 +34,7 @@ def test_suite_cases_have_all_modes():
     assert {c.name for c in SUITE.cases} == {
         "lr_transfer_depth",
         "depth_mup_lr_transfer",
+        "linearization",
         "coord_check_depth",
         "speed_step",
     }
@@ -106,3 +107,15 @@ def test_linearization_distance_bad_alpha():
         linearization_distance(1.5, [2], [0])
     with pytest.raises(ValueError, match="depths"):
         linearization_distance(1.0, [0], [0])
+    with pytest.raises(ValueError, match="step"):
+        linearization_distance(1.0, [2], [0], step="second")
+
+
+def test_linearization_first_weight_step_is_linear():
+    """Stepping W1 alone moves a ReLU branch exactly along its linearization (no kink crossed)."""
+    from completep.linearization import linearization_distance
+
+    first = linearization_distance(1.0, [2, 8], [0, 1], width=16, batch=8, step="first")
+    both = linearization_distance(1.0, [2, 8], [0, 1], width=16, batch=8, step="both")
+    assert max(max(v) for v in first.values()) < 1e-12
+    assert min(min(v) for v in both.values()) > 1e-12

@@ -426,6 +426,57 @@ def coord_check_depth(ctx: Context) -> None:
     )
 
 
+@SUITE.case("linearization", kind="quality", modes=("smoke", "full"))
+def linearization(ctx: Context) -> None:
+    """C: Fig. 6's toy on scikit-learn digits: distance from linearization after one Adam step.
+
+    Measured as it comes (it does not reproduce the figure, see the README): the median over seeds
+    per depth, and the log-log slope on depth, for α ∈ {½, 1}, stepping both weights of branch 1
+    and (the spec's reading) its first weight only.
+    """
+    import statistics
+
+    from completep.diagnostics import loglog_slope
+    from completep.linearization import linearization_distance
+
+    depths = ctx.pick(smoke=[2, 4], quick=[2, 8], full=[2, 8, 32, 128, 512])
+    seeds = list(range(ctx.pick(smoke=2, quick=3, full=10)))
+    width = ctx.pick(smoke=16, quick=32, full=64)
+    batch = ctx.pick(smoke=8, quick=16, full=32)
+    series = {}
+    with single_thread():
+        for step in ("both", "first"):
+            for alpha in (0.5, 1.0):
+                dist = linearization_distance(
+                    alpha, depths, seeds, width=width, batch=batch, step=step
+                )
+                med = [statistics.median(dist[d]) for d in depths]
+                for d, v in zip(depths, med, strict=True):
+                    ctx.record("median_distance", v, "", alpha=alpha, step=step, depth=d)
+                logs = [math.log2(max(v, 1e-300)) for v in med]
+                ctx.record(
+                    "loglog_slope",
+                    loglog_slope(depths, logs),
+                    "",
+                    lower_is_better=False,
+                    alpha=alpha,
+                    step=step,
+                    width=width,
+                    seeds=len(seeds),
+                )
+                series[f"alpha={alpha}, step {step}"] = [max(v, 1e-300) for v in med]
+    plot_lines(
+        depths,
+        series,
+        ctx.path("linearization.png"),
+        xlabel="depth",
+        ylabel="median |h1 - h_lin| / |h_lin|",
+        title=f"one Adam step, width {width}, {len(seeds)} seeds",
+        logx=True,
+        logy=True,
+    )
+
+
 @SUITE.case("speed_step", kind="speed")
 def speed_step(ctx: Context) -> None:
     """Training step time: plain Llama vs Llama with CompleteP hooks vs the Granite twin."""

@@ -38,6 +38,7 @@ def linearization_distance(
     batch: int = 128,
     lr_base: float = 1e-4,
     eps_base: float = 1e-8,
+    step: str = "both",
 ) -> dict[int, list[float]]:
     """Relative distance from linearization after one Adam step, per depth and seed (float64).
 
@@ -48,6 +49,8 @@ def linearization_distance(
         width: N.
         batch: examples in the step.
         lr_base, eps_base: Adam's base lr and ε.
+        step: ``"both"`` steps W₁ and W₂ of branch 1; ``"first"`` steps W₁ only (the spec's
+            reading, exactly linear for ReLU up to kink crossings).
 
     Returns:
         ``{depth: [distance per seed]}``.
@@ -60,6 +63,8 @@ def linearization_distance(
         raise ValueError(f"alpha: expected a number in [0, 1], got {alpha!r}")
     if not depths or any(not isinstance(d, int) or d < 1 for d in depths):
         raise ValueError(f"depths: expected ints >= 1, got {list(depths)!r}")
+    if step not in ("both", "first"):
+        raise ValueError(f"step: expected 'both' or 'first', got {step!r}")
     x_all, y_all = _digits()
     features = x_all.shape[1]
     out: dict[int, list[float]] = {d: [] for d in depths}
@@ -101,6 +106,8 @@ def linearization_distance(
             w0 = (branches[0][0], branches[0][1])
             # Adam's first step: m̂ = g, v̂ = g², so Δ = -lr·g/(|g| + ε)
             delta = tuple(-lr * g / (g.abs() + eps) for g in grads)
+            if step == "first":
+                delta = (delta[0], torch.zeros_like(delta[1]))
             h0, tangent = torch.func.jvp(branch1, w0, delta)
             h_lin = (h0 + tangent)[0, 0]
             h1 = branch1(*(w + d for w, d in zip(w0, delta, strict=True)))[0, 0]
