@@ -24,7 +24,7 @@ SUITE = Suite(
 def _sizes(mode: str) -> dict:
     return {
         "smoke": dict(base=(2, 32, 2), draft=(4, 32, 2), steps=20, batch=4, seq=64, lr=3e-3),
-        "quick": dict(base=(4, 128, 4), draft=(6, 64, 4), steps=300, batch=8, seq=64, lr=3e-3),
+        "quick": dict(base=(4, 128, 4), draft=(6, 64, 4), steps=150, batch=8, seq=48, lr=3e-3),
         "full": dict(base=(8, 256, 4), draft=(10, 96, 4), steps=1500, batch=16, seq=256, lr=3e-4),
     }[mode]
 
@@ -78,18 +78,38 @@ def _prompts(corpus, n: int, length: int) -> list[torch.Tensor]:
     return [val[s : s + length][None].long() for s in starts]
 
 
+TREE = (2, 2, 1, 1)  # 14 nodes: the top-2 tokens at the first two depths, then greedy
+
+
+def _rows(temp: float, sizes: list[int]) -> list[tuple[str, int, bool, tuple | None, str | None]]:
+    """(label, N, calibrate, tree, baseline label) of the speculative rows at one temperature;
+    token trees (greedy verification only) at T = 0."""
+    rows = [("SD (N=1)", 1, True, None, None)]
+    for n in sizes:
+        if n > 1:
+            rows += [(f"fuzzy N={n} +calib", n, True, None, "SD (N=1)")]
+            rows += [(f"fuzzy N={n} no-calib", n, False, None, "SD (N=1)")]
+    if temp == 0:
+        tree = ",".join(map(str, TREE))
+        rows += [(f"SD tree ({tree})", 1, True, TREE, "SD (N=1)")]
+        m = max(sizes)
+        rows += [(f"fuzzy N={m} +calib tree ({tree})", m, True, TREE, f"SD tree ({tree})")]
+    return rows
+
+
 @SUITE.case("acceptance", kind="quality")
 def acceptance(ctx: Context) -> None:
-    """Acceptance of SD (N = 1) vs fuzzy N with/without calibration; lossless check at T = 0."""
+    """Acceptance of SD (N = 1) vs fuzzy N with/without calibration, chains at T in {0, 0.8} and
+    greedy token trees; every T = 0 row checked equal to greedy decoding."""
     from .draft import FuzzyDraft
     from .generate import autoregressive_generate, speculative_generate
 
     with single_thread():
         base, draft, corpus = trained_pair(ctx.mode)
-        n_prompts = ctx.pick(smoke=2, quick=8, full=64)
+        n_prompts = ctx.pick(smoke=2, quick=6, full=64)
         new = ctx.pick(smoke=12, quick=32, full=64)
-        temps = ctx.pick(smoke=[0.0], quick=[0.0], full=[0.0, 0.8])
-        sizes = ctx.pick(smoke=[1, 2], quick=[1, 4], full=[1, 2, 4])
+        temps = [0.0, 0.8]
+        sizes = ctx.pick(smoke=[1, 2], quick=[1, 2, 4], full=[1, 2, 4])
         gamma = 4
         prompts = _prompts(corpus, n_prompts, 32)
         vanilla = [autoregressive_generate(base, p, max_new_tokens=new) for p in prompts]
@@ -99,57 +119,53 @@ def acceptance(ctx: Context) -> None:
             ctx.record("base_forwards", float(new), "per prompt", **kw)
         results = {}
         for temp in temps:
-            for n in sizes:
-                for calib in [True] if n == 1 else [True, False]:
-                    acc, lens, stages, fwd, same, base_fwd = 0.0, 0.0, 0, 0, True, 0
-                    for i, p in enumerate(prompts):
-                        d = FuzzyDraft(draft, group_size=n, backend="stacked")
-                        gen = torch.Generator().manual_seed(i)
-                        out, st = speculative_generate(
-                            base,
-                            d,
-                            p,
-                            gamma=gamma,
-                            temperature=temp,
-                            calibrate=calib,
-                            max_new_tokens=new,
-                            generator=gen,
-                        )
-                        if temp == 0:
-                            same &= torch.equal(out, vanilla[i])
-                        acc += st.acceptance_rate / len(prompts)
-                        lens += st.mean_accepted_length / len(prompts)
-                        stages += st.draft_stages
-                        fwd += st.draft_forwards
-                        base_fwd += st.base_forwards
-                    if temp == 0 and not same:
-                        raise AssertionError(f"N={n} calibrate={calib}: output differs from greedy")
-                    row = (
-                        "SD (N=1)"
-                        if n == 1
-                        else f"fuzzy N={n}" + (" +calib" if calib else " no-calib")
+            for row, n, calib, tree, ref_row in _rows(temp, sizes):
+                acc, lens, stages, fwd, same, base_fwd, verified = 0.0, 0.0, 0, 0, True, 0, 0
+                for i, p in enumerate(prompts):
+                    d = FuzzyDraft(draft, group_size=n, backend="stacked")
+                    gen = torch.Generator().manual_seed(i)
+                    out, st = speculative_generate(
+                        base,
+                        d,
+                        p,
+                        gamma=gamma,
+                        temperature=temp,
+                        calibrate=calib,
+                        max_new_tokens=new,
+                        generator=gen,
+                        tree=tree,
                     )
-                    results[(temp, row)] = acc
-                    kw = dict(method=row, T=temp, gamma=gamma, prompts=n_prompts, new_tokens=new)
-                    sd = results.get((temp, "SD (N=1)"))
-                    ctx.record(
-                        "acceptance_rate",
-                        acc,
-                        "frac",
-                        baseline="SD (N=1)" if n > 1 else None,
-                        baseline_value=sd if n > 1 else None,
-                        lower_is_better=False,
-                        **kw,
-                    )
-                    ctx.record("accepted_length", lens, "tokens/iter", lower_is_better=False, **kw)
-                    ctx.record("draft_stages_per_forward", stages / max(1, fwd), "stages", **kw)
-                    ctx.record("base_forwards", base_fwd / n_prompts, "per prompt", **kw)
-                    ctx.record("draft_forwards", fwd / n_prompts, "per prompt", **kw)
                     if temp == 0:
-                        ctx.record(
-                            "lossless_vs_vanilla", float(same), "bool", lower_is_better=False, **kw
-                        )
-        for temp in temps:
+                        same &= torch.equal(out, vanilla[i])
+                    acc += st.acceptance_rate / len(prompts)
+                    lens += st.mean_accepted_length / len(prompts)
+                    stages += st.draft_stages
+                    fwd += st.draft_forwards
+                    base_fwd += st.base_forwards
+                    verified += st.verified_tokens / max(1, st.iterations) / len(prompts)
+                if temp == 0 and not same:
+                    raise AssertionError(f"{row}: output differs from greedy decoding")
+                results[(temp, row)] = acc
+                kw = dict(method=row, T=temp, gamma=gamma, prompts=n_prompts, new_tokens=new)
+                ctx.record(
+                    "acceptance_rate",
+                    acc,
+                    "frac",
+                    baseline=ref_row,
+                    baseline_value=results.get((temp, ref_row)),
+                    lower_is_better=False,
+                    **kw,
+                )
+                ctx.record("accepted_length", lens, "tokens/iter", lower_is_better=False, **kw)
+                ctx.record("draft_stages_per_forward", stages / max(1, fwd), "stages", **kw)
+                ctx.record("base_forwards", base_fwd / n_prompts, "per prompt", **kw)
+                ctx.record("draft_forwards", fwd / n_prompts, "per prompt", **kw)
+                ctx.record("verified_tokens_per_iteration", verified, "tokens", **kw)
+                if temp == 0:
+                    ctx.record(
+                        "lossless_vs_vanilla", float(same), "bool", lower_is_better=False, **kw
+                    )
+        for temp in ctx.pick(smoke=[0.0], quick=[0.0], full=temps):
             _assisted_rows(ctx, base, draft, prompts, vanilla, temp, gamma, new)
         # Table 4 analogue: cosine of draft hidden states at layers l and l + k (per token).
         ids = prompts[0]
@@ -251,7 +267,7 @@ def draft_latency(ctx: Context) -> None:
             res = compare(
                 fns,
                 baseline="sequential",
-                min_time=ctx.pick(smoke=0.02, quick=0.3, full=1.0),
+                min_time=ctx.pick(smoke=0.02, quick=0.2, full=1.0),
                 max_time=ctx.pick(smoke=0.2, quick=1.0, full=10.0),
                 cpu_time=True,
             )
@@ -325,12 +341,14 @@ def end_to_end(ctx: Context) -> None:
         res = compare(
             fns,
             baseline="vanilla",
+            rounds=ctx.pick(smoke=2, quick=3, full=None),
             min_time=ctx.pick(smoke=0.05, quick=0.5, full=3.0),
             max_time=ctx.pick(smoke=0.5, quick=1.5, full=20.0),
             cpu_time=True,
         )
         res.record(ctx, metric="generate_time", new_tokens=new, gamma=gamma)
         t_vanilla = res.timings["vanilla"].median / new
+        parts = _cost_parts(ctx, base, draft, sorted({1, n}), prompt, gamma)
         for key, label, group in (("sd", "SD (N=1)", 1), ("easy", f"EasySpec (N={n})", n)):
             st = stats[key]
             t_iter = res.timings[label].median / max(1, st.iterations)
@@ -351,20 +369,26 @@ def end_to_end(ctx: Context) -> None:
             )
             # The paper's cost model from parts measured here (medians of bench.compare):
             # E[k+1] T_base / (gamma T_draft + T_verify + T_calib).
-            parts = _cost_parts(ctx, base, draft, group, prompt, gamma, st.mean_accepted_length)
+            mine = {
+                "T_base": parts["T_base"],
+                "T_draft": parts[f"T_draft N={group}"],
+                "T_verify": parts["T_verify"],
+                "T_calib": parts["T_calib"],
+            }
             predicted = (
                 st.mean_accepted_length
-                * parts["T_base"]
-                / (gamma * parts["T_draft"] + parts["T_verify"] + parts["T_calib"])
+                * mine["T_base"]
+                / (gamma * mine["T_draft"] + mine["T_verify"] + mine["T_calib"])
             )
-            for part, value in parts.items():
+            for part, value in mine.items():
                 ctx.record("cost_part", value, "s", part=part, **kw)
             ctx.record("cost_model_speedup", predicted, "x", lower_is_better=False, **kw)
 
 
-def _cost_parts(ctx: Context, base, draft_model, group: int, prompt, gamma: int, mean_len: float):
-    """Median times of one base token, one draft token, one verification of gamma + 1 tokens and
-    one calibration forward over round(E[k+1]) tokens, all at the prompt's context length."""
+def _cost_parts(ctx: Context, base, draft_model, groups: list[int], prompt, gamma: int):
+    """Median times of one base token, one draft token per group size, one verification of
+    gamma + 1 tokens and one (exact, so N-independent) calibration forward over 3 tokens, all at
+    the prompt's context length, timed side by side."""
     from transformers import DynamicCache
 
     from .draft import FuzzyDraft
@@ -377,33 +401,39 @@ def _cost_parts(ctx: Context, base, draft_model, group: int, prompt, gamma: int,
         base(input_ids=prompt, **{kw: cache}, use_cache=True)
     one = prompt[:, -1:]
     chain = prompt[:, -(gamma + 1) :]
-    calib_ids = prompt[0, -max(1, round(mean_len)) :]
-    d = FuzzyDraft(draft_model, group_size=group, backend="stacked")
-    d.prefill(prompt)
+    calib_ids = prompt[0, -3:]
 
     @torch.no_grad()
     def base_forward(ids):
         _crop(cache, length)
         return base(input_ids=ids, **{kw: cache}, use_cache=True).logits
 
-    def draft_step():
-        d.truncate(length)
-        return d.step(int(one))
+    def draft_step(d):
+        def fn():
+            d.truncate(length)
+            return d.step(int(one))
 
-    def calibrate():
-        d.truncate(length)
-        return d.calibrate(calib_ids)
+        return fn
 
+    def calibrate(d):
+        def fn():
+            d.truncate(length)
+            return d.calibrate(calib_ids)
+
+        return fn
+
+    drafts = {}
+    for g in groups:
+        drafts[g] = FuzzyDraft(draft_model, group_size=g, backend="stacked")
+        drafts[g].prefill(prompt)
+    fns = {"T_base": lambda: base_forward(one), "T_verify": lambda: base_forward(chain)}
+    fns["T_calib"] = calibrate(drafts[groups[0]])
+    fns.update({f"T_draft N={g}": draft_step(d) for g, d in drafts.items()})
     res = compare(
-        {
-            "T_base": lambda: base_forward(one),
-            "T_draft": draft_step,
-            "T_verify": lambda: base_forward(chain),
-            "T_calib": calibrate,
-        },
+        fns,
         baseline="T_base",
-        min_time=ctx.pick(smoke=0.02, quick=0.2, full=1.0),
-        max_time=ctx.pick(smoke=0.2, quick=1.0, full=5.0),
+        min_time=ctx.pick(smoke=0.02, quick=0.1, full=1.0),
+        max_time=ctx.pick(smoke=0.2, quick=0.5, full=5.0),
         cpu_time=True,
     )
     return {name: t.median for name, t in res.timings.items()}
