@@ -33,7 +33,10 @@ def test_suite_cases_have_all_modes():
     assert SUITE.name == "completep"
     assert {c.name for c in SUITE.cases} == {
         "lr_transfer_depth",
-        "depth_mup_lr_transfer",
+        "arm_sp_lr_transfer",
+        "arm_completep_lr_transfer",
+        "arm_mup_lr_transfer",
+        "arm_depth_mup_lr_transfer",
         "linearization",
         "coord_check_depth",
         "speed_step",

@@ -190,28 +190,31 @@ def _mup_peer_check(ctx, base, width: int, log2_lr: float, corpus, seq: int, bat
     ctx.record("mup_peer_max_loss_diff", diff, "nats", kind="mup", steps=5, log2_lr=log2_lr)
 
 
-@SUITE.case("lr_transfer_depth", kind="quality")
+@SUITE.case("lr_transfer_depth", kind="quality", modes=("smoke", "quick"))
 def lr_transfer_depth(ctx: Context) -> None:
-    """A: validation loss over an LR grid at several depths; η*(L) slope, SP vs CompleteP vs μP.
+    """A (quick): validation loss over an LR grid at depths 2 and 8; η*(L), SP vs CompleteP vs μP.
 
     D (laziness) comes from the same runs: the mean over a layer's hidden matrices of
-    ‖W_T − W₀‖/‖W₀‖, at each depth's best grid LR, deepest over shallowest.
+    ‖W_T − W₀‖/‖W₀‖, at each depth's best grid LR, deepest over shallowest. The full size runs
+    one case per arm (``arm_*_lr_transfer``) so that the arms can run in parallel processes.
     """
     _lr_transfer(
-        ctx,
-        ctx.pick(
-            smoke=["sp", "completep"],
-            quick=["sp", "completep", "mup"],
-            full=["sp", "completep", "mup"],
-        ),
-        tag="",
+        ctx, ctx.pick(smoke=["sp", "completep"], quick=["sp", "completep", "mup"], full=[]), tag=""
     )
 
 
-@SUITE.case("depth_mup_lr_transfer", kind="quality", modes=("smoke", "full"))
-def depth_mup_lr_transfer(ctx: Context) -> None:
-    """A's depth-μP (α = ½) arm at the same sizes (a separate case so that it runs in parallel)."""
-    _lr_transfer(ctx, ["depth_mup"], tag="_alpha_half")
+def _arm_case(kind: str):
+    def case(ctx: Context) -> None:
+        _lr_transfer(ctx, [kind], tag=f"_{kind}")
+
+    case.__doc__ = f"A (full size), arm {kind}: the LR grid at depths 2-16 (smoke: a toy size)."
+    return case
+
+
+for _kind in ("sp", "completep", "mup", "depth_mup"):
+    SUITE.case(f"arm_{_kind}_lr_transfer", kind="quality", modes=("smoke", "full"))(
+        _arm_case(_kind)
+    )
 
 
 def _lr_transfer(ctx: Context, kinds: list[str], tag: str) -> None:
@@ -227,10 +230,10 @@ def _lr_transfer(ctx: Context, kinds: list[str], tag: str) -> None:
     heads = 2
     seq = ctx.pick(smoke=16, quick=32, full=32)
     batch = ctx.pick(smoke=4, quick=4, full=8)
-    steps = ctx.pick(smoke=4, quick=30, full=80)
+    steps = ctx.pick(smoke=4, quick=30, full=60)
     depths = ctx.pick(smoke=[1, 2], quick=[2, 8], full=[2, 4, 8, 16])
-    main_grid = ctx.pick(smoke=[-8, -6], quick=[-9, -7, -5], full=list(range(-10, -3)))
-    side_grid = ctx.pick(smoke=[-8, -6], quick=[-9, -7, -5], full=list(range(-8, -3)))
+    main_grid = ctx.pick(smoke=[-8, -6], quick=[-8, -6, -4], full=list(range(-9, -2)))
+    side_grid = ctx.pick(smoke=[-8, -6], quick=[-8, -6, -4], full=list(range(-7, -2)))
     grids = {"sp": main_grid, "completep": main_grid, "mup": side_grid, "depth_mup": side_grid}
     # a second seed at the three grid LRs around each seed-0 optimum (SP and CompleteP)
     second_seed = ctx.pick(smoke=True, quick=False, full=True)
@@ -351,7 +354,7 @@ def _lr_transfer(ctx: Context, kinds: list[str], tag: str) -> None:
         plot_lines(
             grids[kind],
             {f"L={d}": [mean_bpb(kind, d, x) for x in grids[kind]] for d in depths},
-            ctx.path(f"lr_transfer_{kind}.png"),
+            ctx.path(f"lr_transfer_{'arm_' if tag else ''}{kind}.png"),
             xlabel="log2 base LR",
             ylabel="validation bits/byte (mean over seeds)",
             title=f"{kind}: width {width}, {steps} steps",
