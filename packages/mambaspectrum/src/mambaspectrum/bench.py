@@ -81,7 +81,7 @@ def _trained_mamba(ctx: Context, seed: int, family: str = "mamba1", task: str = 
         batch = _pick(ctx, smoke=16, quick=4, full=4, issue=16)
     else:  # passkey prompts of 256 tokens (the spec's fallback)
         seq_len = ctx.pick(smoke=128, quick=256, full=256)
-        steps = _pick(ctx, smoke=10, quick=60, full=400, issue=1500)
+        steps = _pick(ctx, smoke=10, quick=40, full=300, issue=1500)
         batch = _pick(ctx, smoke=4, quick=8, full=8, issue=16)
     cfg, cls = _config(family, hidden, layers, chunk=min(seq_len, 128))
     fast = family == "mamba1"  # Mamba-2 trains through transformers' torch SSD path
@@ -281,11 +281,13 @@ def passkey_case(ctx: Context) -> None:
 
     family = PASSKEY_FAMILY
     model, corpus, l_train, meta = _trained_mamba(ctx, 0, family, task="passkey")
-    factors = ctx.pick(smoke=[1, 2], quick=[1, 2, 4], full=[1, 4, 8, 16])
+    factors = _pick(ctx, smoke=[1, 2], quick=[1, 4], full=[1, 4, 16], issue=[1, 4, 8, 16])
     lengths = [l_train * f for f in factors]
-    depths = ctx.pick(smoke=[0.5], quick=[0.0, 0.5, 1.0], full=[0.0, 0.25, 0.5, 0.75, 1.0])
-    n = ctx.pick(smoke=2, quick=4, full=8)
-    iters = _pick(ctx, smoke=2, quick=3, full=8, issue=30)
+    depths = _pick(
+        ctx, smoke=[0.5], quick=[0.0, 0.5, 1.0], full=[0.0, 0.5, 1.0], issue=[0, 0.25, 0.5, 0.75, 1]
+    )
+    n = _pick(ctx, smoke=2, quick=4, full=4, issue=8)
+    iters = _pick(ctx, smoke=2, quick=3, full=3, issue=30)
     val = corpus.split("val")
     calib_filler, eval_filler = val[: val.numel() // 2], val[val.numel() // 2 :]
     g = torch.Generator().manual_seed(3000)
