@@ -104,6 +104,19 @@ def test_hadamard_power_of_two_is_sylvester():
     assert_close(hadamard_transform(x), x @ h.T, rtol=1e-12)
 
 
+@pytest.mark.parametrize("n", [2, 64, 512, 1024])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_hadamard_dense_and_butterfly_paths_agree(n, dtype):
+    # n <= 512 multiplies by the cached dense H/√n; 1024 runs the butterfly stages
+    from scipy.linalg import hadamard
+
+    h = torch.tensor(hadamard(n), dtype=torch.float64) / math.sqrt(n)
+    x = torch.randn(3, 2, n, generator=torch.Generator().manual_seed(n), dtype=dtype)
+    y = hadamard_transform(x, backend="torch")
+    assert y.dtype == dtype and y.shape == x.shape
+    assert_close(y, x.double() @ h.T, rtol=1e-6 if dtype == torch.float32 else 1e-12)
+
+
 def test_rotation_gaussianises_heavy_rows():
     g = torch.Generator().manual_seed(0)
     w = torch.zeros(64, 256)

@@ -57,6 +57,16 @@ def _fwht(x: torch.Tensor) -> torch.Tensor:
     return y.reshape(x.shape)
 
 
+#: Up to this size the torch path multiplies by the dense H/√n (symmetric, so x @ H = H x).
+_DENSE_MAX = 512
+
+
+@functools.lru_cache(maxsize=32)
+def _dense_hadamard(n: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    eye = torch.eye(n, dtype=torch.float64)
+    return (_fwht(eye) / n**0.5).to(dtype=dtype, device=device)
+
+
 BACKENDS = ("auto", "torch", "triton")
 
 
@@ -73,6 +83,9 @@ def _scaled_fwht(x: torch.Tensor, backend: str) -> torch.Tensor:
 
         backend = "triton" if x.is_cuda and use_triton_for(x) and n >= 2 else "torch"
     if backend == "torch" or n == 1:
+        if n <= _DENSE_MAX and x.dtype in (torch.float32, torch.float64):
+            # small n: one matmul with the cached H/√n beats log2(n) butterfly stages on CPU
+            return x @ _dense_hadamard(n, x.dtype, x.device)
         return _fwht(x) / n**0.5
     from .kernels.fwht import fwht_rows
 
