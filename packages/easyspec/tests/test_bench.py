@@ -7,9 +7,11 @@ from easyspec.bench import SUITE, _sizes
 def test_suite_cases():
     names = {c.name for c in SUITE.cases}
     assert SUITE.name == "easyspec"
-    assert names == {"acceptance", "draft_latency", "end_to_end"}
-    for mode in ("smoke", "quick", "full"):
+    assert names == {"acceptance", "acceptance_small", "draft_latency", "end_to_end"}
+    for mode in ("smoke", "full"):
         assert {c.name for c in SUITE.cases_for(mode)} == names
+    assert {c.name for c in SUITE.cases_for("quick")} == names - {"acceptance_small"}
+    for mode in ("smoke", "quick", "small", "full"):
         s = _sizes(mode)
         assert s["draft"][0] >= 4, "the draft needs middle layers to group"
 

@@ -22,9 +22,12 @@ SUITE = Suite(
 
 
 def _sizes(mode: str) -> dict:
+    """Model shapes (layers, width, heads) and training per mode; ``small`` is the
+    ``acceptance_small`` case's pair (the issue's quick models at their 300 steps)."""
     return {
         "smoke": dict(base=(2, 32, 2), draft=(4, 32, 2), steps=20, batch=4, seq=64, lr=3e-3),
         "quick": dict(base=(4, 128, 4), draft=(6, 64, 4), steps=150, batch=8, seq=48, lr=3e-3),
+        "small": dict(base=(4, 128, 4), draft=(6, 64, 4), steps=300, batch=8, seq=64, lr=3e-3),
         "full": dict(base=(8, 256, 4), draft=(10, 96, 4), steps=1500, batch=16, seq=256, lr=3e-4),
     }[mode]
 
@@ -99,17 +102,38 @@ def _rows(temp: float, sizes: list[int]) -> list[tuple[str, int, bool, tuple | N
 
 @SUITE.case("acceptance", kind="quality")
 def acceptance(ctx: Context) -> None:
-    """Acceptance of SD (N = 1) vs fuzzy N with/without calibration, chains at T in {0, 0.8} and
-    greedy token trees; every T = 0 row checked equal to greedy decoding."""
+    """Acceptance of SD (N = 1) vs fuzzy N with/without calibration, chains and greedy token
+    trees; every T = 0 row checked equal to greedy decoding. Quick: T = 0, N in {1, 4}."""
+    _acceptance(
+        ctx,
+        models=ctx.mode,
+        n_prompts=ctx.pick(smoke=2, quick=6, full=64),
+        new=ctx.pick(smoke=12, quick=32, full=64),
+        temps=ctx.pick(smoke=[0.0, 0.8], quick=[0.0], full=[0.0, 0.8]),
+        sizes=ctx.pick(smoke=[1, 2], quick=[1, 4], full=[1, 2, 4]),
+    )
+
+
+@SUITE.case("acceptance_small", kind="quality", modes=("smoke", "full"))
+def acceptance_small(ctx: Context) -> None:
+    """The full acceptance protocol (T in {0, 0.8}, N in {1, 2, 4}, trees, assisted) on the
+    small pair (base 4x128, draft 6x64, 300 steps): ``--full --case acceptance_small``, minutes."""
+    _acceptance(
+        ctx,
+        models=ctx.pick(smoke="smoke", quick="small", full="small"),
+        n_prompts=ctx.pick(smoke=2, quick=16, full=16),
+        new=ctx.pick(smoke=12, quick=32, full=32),
+        temps=[0.0, 0.8],
+        sizes=ctx.pick(smoke=[1, 2], quick=[1, 2, 4], full=[1, 2, 4]),
+    )
+
+
+def _acceptance(ctx: Context, models: str, n_prompts: int, new: int, temps, sizes) -> None:
     from .draft import FuzzyDraft
     from .generate import autoregressive_generate, speculative_generate
 
     with single_thread():
-        base, draft, corpus = trained_pair(ctx.mode)
-        n_prompts = ctx.pick(smoke=2, quick=6, full=64)
-        new = ctx.pick(smoke=12, quick=32, full=64)
-        temps = [0.0, 0.8]
-        sizes = ctx.pick(smoke=[1, 2], quick=[1, 2, 4], full=[1, 2, 4])
+        base, draft, corpus = trained_pair(models)
         gamma = 4
         prompts = _prompts(corpus, n_prompts, 32)
         vanilla = [autoregressive_generate(base, p, max_new_tokens=new) for p in prompts]
@@ -165,7 +189,7 @@ def acceptance(ctx: Context) -> None:
                     ctx.record(
                         "lossless_vs_vanilla", float(same), "bool", lower_is_better=False, **kw
                     )
-        for temp in ctx.pick(smoke=[0.0], quick=[0.0], full=temps):
+        for temp in temps:
             _assisted_rows(ctx, base, draft, prompts, vanilla, temp, gamma, new)
         # Table 4 analogue: cosine of draft hidden states at layers l and l + k (per token).
         ids = prompts[0]
