@@ -2,9 +2,9 @@
 
 import pytest
 import torch
-
 from jetnemotron.ops import dynamic_conv, gated_delta_rule
 from jetnemotron.reference import dynamic_conv_unfold, gated_delta_rule_recurrent
+
 from neurips25_core.device import triton_usable
 from neurips25_core.testing import check_forward_backward, randn
 

@@ -110,7 +110,7 @@ def _gdr_state_kernel(
 
 @triton.jit
 def _gdr_output_kernel(
-    Q, K, GAM, STATES, VP, O,
+    Q, K, GAM, STATES, VP, OUT,
     Tp, DK, DV, NC,
     C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, PREC: tl.constexpr,
 ):  # fmt: skip
@@ -137,7 +137,7 @@ def _gdr_output_kernel(
     P = tl.dot(q, tl.trans(k), input_precision=PREC) * Gamma
     o = tl.dot(q * tl.exp(gam)[:, None], S, input_precision=PREC)
     o += tl.dot(P, vp, input_precision=PREC)
-    tl.store(O + bh * Tp * DV + oc[:, None] * DV + ov[None, :], o, mask=mv[None, :])
+    tl.store(OUT + bh * Tp * DV + oc[:, None] * DV + ov[None, :], o, mask=mv[None, :])
 
 
 @triton.jit
