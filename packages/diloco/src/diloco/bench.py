@@ -87,7 +87,7 @@ def quality(ctx: Context) -> None:
         tokens_per_param=ctx.pick(smoke=20.0, quick=5.0, full=20.0),
         steps=ctx.pick(smoke=10, quick=None, full=None),
         steps_multiple=sync_every,
-        eval_batches=ctx.pick(smoke=1, quick=8, full=16),
+        eval_batches=ctx.pick(smoke=1, quick=4, full=16),
     )
     # γ grids (powers of √2). A pilot at hidden 16 (D = 20N, B = 32) put DP's best γ at 1.6e-2 and
     # M = 2's at 8e-3 on {4e-3, 8e-3, 1.6e-2, 3.2e-2}; the full run gives DP and M = 2 the same
@@ -513,7 +513,7 @@ def speed(ctx: Context) -> None:
 
     hidden = ctx.pick(smoke=8, quick=24, full=32)
     sync_every = ctx.pick(smoke=5, quick=10, full=30)
-    steps = ctx.pick(smoke=10, quick=30, full=90)
+    steps = ctx.pick(smoke=10, quick=20, full=90)
     base = RunSpec(
         hidden=hidden, layers=2, sync_every=sync_every, batch=32, steps=steps, eval_batches=1
     )
@@ -546,7 +546,7 @@ def speed(ctx: Context) -> None:
         ctx.log(f"torchft timing skipped: {ft_why}")
     lighthouse = start_lighthouse(2) if ft_ok else None
     try:
-        rounds = ctx.pick(smoke=2, quick=3, full=5)
+        rounds = ctx.pick(smoke=2, quick=2, full=5)
         per_rank = run_replicas(
             _speed_rank,
             2,
