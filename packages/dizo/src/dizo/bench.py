@@ -1,23 +1,32 @@
 """The dizo benchmark suite (``neurips25 bench dizo``).
 
-quality (``task_b_classification``): the spec's tiny OPT (pretrained on the stdlib minus
-``email/`` and ``json/``, cached) fine-tuned to tell ``asyncio/`` from ``email/`` snippets by the
-label byte's log-probability, with FO AdamW (the first-order baseline), FO-LoRA (peft, the peer a
-user picks for memory; skipped when absent), MeZO (the zeroth-order baseline DiZO beats in the
-paper), DiZO, and in full mode MeZO-LoRA; every arm gets an LR grid of the same size and is
-compared at its best LR.
-speed (``step_time``): step time of MeZO, DiZO (projection rounds amortised) and FO AdamW, and
-the seeded perturbation against ``torch.normal`` + ``add_``.
-speed (``peak_memory``, smoke and full only): peak resident memory of one training step per arm
+Both quality cases fine-tune the spec's tiny OPT (pretrained on the stdlib minus ``email/`` and
+``json/``, cached, built once per process and shared by the cases) with FO AdamW (the first-order
+baseline), FO-LoRA (peft, the peer a user picks for memory; skipped when absent), MeZO (the
+zeroth-order baseline DiZO beats in the paper), DiZO and MeZO-LoRA. Every arm gets an LR grid of
+the same size and is compared at its best LR: one point each in smoke and quick (quick runs the
+issue's arms MeZO, DiZO and FO-LoRA; its LRs come from the sweep ``DIZO_GRIDS=full neurips25
+bench dizo --quick``, which runs quick's sizes on the full 3-point grids), three in full.
+
+quality (``task_a_lm_adaptation``): adapt the LM to the held-out ``email/`` + ``json/`` families,
+validation bits/byte (files split by file).
+quality (``task_b_classification``): tell ``asyncio/`` from ``email/`` snippets by the label
+byte's log-probability.
+speed (``step_time``, smoke and full): step time of MeZO, DiZO (projection rounds amortised) and
+FO AdamW, and the seeded perturbation against ``torch.normal`` + ``add_``.
+speed (``peak_memory``, smoke and full): peak resident memory of one training step per arm
 (fresh processes).
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
+import os
 import time
+from collections.abc import Callable, Iterator
 
 import torch
 
@@ -30,6 +39,7 @@ from neurips25_core.bench import (
     plot_lines,
     single_thread,
 )
+from neurips25_core.progress import progress_bar
 
 SUITE = Suite(
     name="dizo",
@@ -39,12 +49,24 @@ SUITE = Suite(
 
 ZO_ARMS = ("mezo", "dizo", "mezo_lora")
 LORA = {"r": 8, "lora_alpha": 16, "target_modules": ["q_proj", "v_proj"], "lora_dropout": 0.0}
+#: The issue's LR grids (3 points for every arm in full; the same budget for each arm).
+FULL_GRIDS = {
+    "fo_adamw": [1e-4, 3e-4, 1e-3],
+    "fo_lora": [1e-3, 3e-3, 1e-2],
+    "mezo": [1e-4, 3e-4, 1e-3],
+    "dizo": [1e-4, 3e-4, 1e-3],
+    "mezo_lora": [1e-3, 3e-3, 1e-2],
+}
+_BASES: dict[str, torch.nn.Module] = {}
 
 
 def _base(ctx):
+    """The pretrained tiny OPT of this mode, built once per process and shared by every case."""
     from .models import pretrained_opt
 
-    return pretrained_opt(ctx.mode)
+    if ctx.mode not in _BASES:
+        _BASES[ctx.mode] = pretrained_opt(ctx.mode)
+    return _BASES[ctx.mode]
 
 
 def _has_peft() -> bool:
@@ -61,20 +83,26 @@ def _lora(model):
     return get_peft_model(model, LoraConfig(**LORA))
 
 
-def _run_arm(arm, base, lr, train, ev, steps, batch, seed, eval_every):
+@dataclasses.dataclass
+class _Task:
+    """What a quality case trains on: the loss, seeded batches, and the evaluation."""
+
+    name: str  # prefix of the artefacts: "task_a" / "task_b"
+    loss_fn: Callable  # loss_fn(model, batch) -> scalar
+    batches: Callable[[int], Iterator]  # seed -> an endless iterator of training batches
+    evaluate: Callable[[torch.nn.Module], dict[str, float]]  # model -> {metric: value}
+    metric: str  # the metric every arm is tuned and compared on (lower is better)
+    unit: str
+    extra: tuple[tuple[str, str, bool], ...] = ()  # (key, unit, lower_is_better) also recorded
+
+
+def _run_arm(arm, base, lr, task: _Task, steps, seed, eval_every, start):
+    """Train one arm from ``base``; ``start`` is the metrics of ``base`` (the same for every arm)."""
     from . import DiZO, DiZOConfig, MeZO, MeZOConfig, divergence
-    from .tasks import classification_loss, evaluate
 
     model = copy.deepcopy(base)
     anchor = {k: v.detach().clone() for k, v in model.named_parameters()}
-    x, y = train
-
-    def batches(gen):
-        while True:
-            idx = torch.randint(len(y), (batch,), generator=gen)
-            yield x[idx], y[idx]
-
-    it = batches(torch.Generator().manual_seed(seed))
+    it = task.batches(seed)
     if arm == "mezo":
         opt = MeZO(model, MeZOConfig(lr=lr, eps=1e-3, seed=seed))
     elif arm == "mezo_lora":  # MeZO's LoRA recipe: eps 1e-2
@@ -82,11 +110,7 @@ def _run_arm(arm, base, lr, train, ev, steps, batch, seed, eval_every):
         opt = MeZO(model, MeZOConfig(lr=lr, eps=1e-2, seed=seed))
     elif arm == "dizo":
         # projection batches come from a separate iterator over the training data (official code)
-        opt = DiZO(
-            model,
-            DiZOConfig(lr=lr, eps=1e-3, seed=seed),
-            batches(torch.Generator().manual_seed(seed + 100)),
-        )
+        opt = DiZO(model, DiZOConfig(lr=lr, eps=1e-3, seed=seed), task.batches(seed + 100))
     elif arm == "fo_lora":
         model = _lora(model)
         opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
@@ -94,24 +118,24 @@ def _run_arm(arm, base, lr, train, ev, steps, batch, seed, eval_every):
         opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     else:
         raise ValueError(f"arm: unknown arm {arm!r}")
-    loss0, acc0 = evaluate(model, ev)
-    curve = [{"step": 0, "forward_passes": 0, "eval_loss": loss0, "eval_acc": acc0}]
+    # LoRA starts with B = 0, so every arm starts from the base's metrics
+    curve = [{"step": 0, "forward_passes": 0, **start}]
     t0 = time.perf_counter()
     for step in range(1, steps + 1):
         b = next(it)
         if arm in ZO_ARMS:
-            opt.step(classification_loss, b)
+            opt.step(task.loss_fn, b)
         else:
             model.train()
             with torch.enable_grad():
                 opt.zero_grad(set_to_none=True)
-                classification_loss(model, b).backward()
+                task.loss_fn(model, b).backward()
                 opt.step()
+            model.eval()
         if step % eval_every == 0 or step == steps:
-            loss, acc = evaluate(model, ev)
             # FO charged 3 forward-pass equivalents per step (forward + backward ~ 2 forwards)
             fwd = opt.forward_passes if arm in ZO_ARMS else 3 * step
-            curve.append({"step": step, "forward_passes": fwd, "eval_loss": loss, "eval_acc": acc})
+            curve.append({"step": step, "forward_passes": fwd, **task.evaluate(model)})
     seconds = time.perf_counter() - t0
     if arm in ("fo_lora", "mezo_lora"):
         div = {}  # base weights frozen: no displacement to analyse
@@ -130,71 +154,63 @@ def _layer_divergence(div: dict) -> dict[str, list[float]]:
     return {k: [sum(v) / len(v)] for k, v in sorted(out.items(), key=lambda kv: int(kv[0]))}
 
 
-def _first_reaching(curve, target, key):
-    return next((c[key] for c in curve if c["eval_loss"] <= target), None)
+def _first_reaching(curve, target, metric, key):
+    return next((c[key] for c in curve if c[metric] <= target), None)
 
 
-@SUITE.case("task_b_classification", kind="quality")
-def task_b_classification(ctx: Context) -> None:
-    """Fine-tune on asyncio/ vs email/ snippets; loss/accuracy vs steps and forward passes."""
-    from .analysis import divergence_cv
-    from .tasks import evaluate, snippet_task
-
-    t_start = time.perf_counter()
-    base = _base(ctx)
-    pretrain_seconds = time.perf_counter() - t_start
-    steps = ctx.pick(smoke=6, quick=300, full=3000)
-    batch = 16
-    n_train, n_eval = ctx.pick(smoke=(64, 64), quick=(512, 256), full=(512, 1000))
-    seeds = ctx.pick(smoke=[0], quick=[0], full=[0, 1, 2])
-    eval_every = ctx.pick(smoke=3, quick=60, full=250)
-    # equal grid sizes for every arm (the baselines get the same tuning budget as DiZO). quick
-    # runs the issue's three arms at one LR each (1e-3: every arm's best of the 2-point grid in
-    # the earlier 300-step run, results/earlier_quick_d8979c4), so it fits in a minute.
-    zo = ctx.pick(smoke=[1e-3], quick=[1e-3], full=[1e-4, 3e-4, 1e-3])
-    grids = {
-        "fo_adamw": ctx.pick(smoke=[1e-3], quick=None, full=[1e-4, 3e-4, 1e-3]),
-        "fo_lora": ctx.pick(smoke=[1e-3], quick=[1e-3], full=[1e-3, 3e-3, 1e-2]),
-        "mezo": zo,
-        "dizo": zo,
-    }
-    if ctx.quick:  # the issue's quick arms: MeZO, DiZO, FO-LoRA
-        grids.pop("fo_adamw")
-    if not ctx.quick:
-        grids["mezo_lora"] = ctx.pick(smoke=[1e-3], quick=None, full=[1e-3, 3e-3, 1e-2])
+def _grids(ctx: Context, quick: dict[str, list[float]]) -> dict[str, list[float]]:
+    """Every arm's LR grid in this mode: smoke one LR each, ``quick`` as given, full the issue's."""
+    if ctx.smoke:
+        grids = {arm: [1e-3] for arm in FULL_GRIDS}
+    elif ctx.quick and os.environ.get("DIZO_GRIDS") == "full":
+        # the sweep that chose quick's LRs: quick sizes, the full grids of quick's arms
+        grids = {arm: FULL_GRIDS[arm] for arm in quick}
+    elif ctx.quick:
+        grids = dict(quick)
+    else:
+        grids = dict(FULL_GRIDS)
     if not _has_peft():
         print("dizo bench: peft not installed (the `peers` extra); FO-LoRA and MeZO-LoRA skipped")
-        grids.pop("fo_lora")
+        grids.pop("fo_lora", None)
         grids.pop("mezo_lora", None)
-    train, ev = snippet_task(n_train, n_eval, seed=0)
-    loss0, acc0 = evaluate(base, ev)
-    ctx.record("eval_loss_pretrained", loss0, "nats")
-    ctx.record("eval_acc_pretrained", acc0, "fraction", lower_is_better=False)
+    return grids
+
+
+def _quality(ctx: Context, task: _Task, base, grids, steps, seeds, eval_every) -> dict:
+    """Train every (arm, LR, seed), compare the arms at their best LR, record, save, plot."""
+    from .analysis import divergence_cv
+
+    m = task.metric
+    start = task.evaluate(base)
+    for key, unit, lower in ((m, task.unit, True), *task.extra):
+        ctx.record(f"{key}_pretrained", start[key], unit, lower_is_better=lower)
     runs = {}
-    with single_thread():
+    total = sum(len(lrs) for lrs in grids.values()) * len(seeds)
+    with single_thread(), progress_bar(total=total, desc=f"dizo {task.name}") as bar:
         for arm, lrs in grids.items():
             for lr in lrs:
                 for seed in seeds:
                     runs[(arm, lr, seed)] = _run_arm(
-                        arm, base, lr, train, ev, steps, batch, seed, eval_every
+                        arm, base, lr, task, steps, seed, eval_every, start
                     )
-    summary = {}
+                    bar.update(1)
+
+    def final(arm, lr, key=m):
+        return sum(runs[(arm, lr, s)]["curve"][-1][key] for s in seeds) / len(seeds)
+
+    summary: dict = {}
+    keys = [m] + [k for k, _, _ in task.extra]
     for arm, lrs in grids.items():
-
-        def final(lr, key="eval_loss", arm=arm):
-            return sum(runs[(arm, lr, s)]["curve"][-1][key] for s in seeds) / len(seeds)
-
-        best = min(lrs, key=final)
+        best = min(lrs, key=lambda lr, arm=arm: final(arm, lr))
         summary[arm] = {
             "best_lr": best,
-            "eval_loss": final(best),
-            "eval_acc": final(best, "eval_acc"),
-            "eval_loss_std": _std([runs[(arm, best, s)]["curve"][-1]["eval_loss"] for s in seeds]),
-            "eval_acc_std": _std([runs[(arm, best, s)]["curve"][-1]["eval_acc"] for s in seeds]),
-            "seconds_per_run": sum(runs[(arm, best, s)]["seconds"] for s in seeds) / len(seeds),
-            "by_lr": {
-                str(lr): {"eval_loss": final(lr), "eval_acc": final(lr, "eval_acc")} for lr in lrs
+            **{k: final(arm, best, k) for k in keys},
+            **{
+                f"{k}_std": _std([runs[(arm, best, s)]["curve"][-1][k] for s in seeds])
+                for k in keys
             },
+            "seconds_per_run": sum(runs[(arm, best, s)]["seconds"] for s in seeds) / len(seeds),
+            "by_lr": {str(lr): {k: final(arm, lr, k) for k in keys} for lr in lrs},
             "curve": runs[(arm, best, seeds[0])]["curve"],
         }
         div = runs[(arm, best, seeds[0])]["div"]
@@ -204,7 +220,7 @@ def task_b_classification(ctx: Context) -> None:
             summary[arm]["layer_divergence"] = _layer_divergence(div)
             ctx.record(f"divergence_cv_attn_{arm}", divergence_cv(attn), "cv")
     for arm in grids:  # recorded against MeZO, the baseline DiZO improves on
-        for key, unit, lower in (("eval_loss", "nats", True), ("eval_acc", "fraction", False)):
+        for key, unit, lower in ((m, task.unit, True), *task.extra):
             ctx.record(
                 f"{key}_{arm}",
                 summary[arm][key],
@@ -216,16 +232,19 @@ def task_b_classification(ctx: Context) -> None:
                 steps=steps,
                 seeds=len(seeds),
             )
-    # DiZO's forward passes (projection rounds included) to MeZO's final eval loss
-    target = summary["mezo"]["eval_loss"]
-    mezo_fwd = summary["mezo"]["curve"][-1]["forward_passes"]
-    reach = _first_reaching(summary["dizo"]["curve"], target, "forward_passes")
-    reach_step = _first_reaching(summary["dizo"]["curve"], target, "step")
+    # forward passes (DiZO's projection rounds included) to MeZO's final metric, against the
+    # passes MeZO itself needed to first reach it (its curve may dip below its end point early)
+    target = summary["mezo"][m]
+    mezo_curve, dizo_curve = summary["mezo"]["curve"], summary["dizo"]["curve"]
+    mezo_reach = _first_reaching(mezo_curve, target, m, "forward_passes")
+    reach = _first_reaching(dizo_curve, target, m, "forward_passes")
     summary["dizo_vs_mezo"] = {
-        "mezo_final_eval_loss": target,
-        "mezo_forward_passes": mezo_fwd,
+        "mezo_final": target,
+        "mezo_forward_passes_total": mezo_curve[-1]["forward_passes"],
+        "mezo_forward_passes_to_own_final": mezo_reach,
         "dizo_forward_passes_to_mezo_final": reach,
-        "dizo_steps_to_mezo_final": reach_step,
+        "dizo_steps_to_mezo_final": _first_reaching(dizo_curve, target, m, "step"),
+        "mezo_steps_to_own_final": _first_reaching(mezo_curve, target, m, "step"),
         "eval_every": eval_every,
     }
     ctx.record(
@@ -233,20 +252,18 @@ def task_b_classification(ctx: Context) -> None:
         float(reach) if reach is not None else math.nan,
         "forward passes",
         baseline="mezo",
-        baseline_value=float(mezo_fwd),
+        baseline_value=float(mezo_reach),
         reached=reach is not None,
         resolution_steps=eval_every,
     )
     meta = getattr(base, "neurips25_meta", {})
-    ctx.path("task_b_runs.json").write_text(
+    ctx.path(f"{task.name}_runs.json").write_text(
         json.dumps(
             {
                 "pretrained": {
-                    "eval_loss": loss0,
-                    "eval_acc": acc0,
+                    **start,
                     "val_bpb": meta.get("val_bpb"),
                     "cached": meta.get("cached"),
-                    "seconds": pretrain_seconds,
                 },
                 "steps": steps,
                 "seeds": seeds,
@@ -257,45 +274,134 @@ def task_b_classification(ctx: Context) -> None:
             indent=1,
         )
     )
-    arms = [a for a in grids]
+    _plots(ctx, task, summary, list(grids), seeds[0])
+    return summary
+
+
+def _plots(ctx, task: _Task, summary, arms, seed) -> None:
+    m = task.metric
     xs = [c["step"] for c in summary["mezo"]["curve"]]
-    plot_lines(
-        xs,
-        {a: [c["eval_loss"] for c in summary[a]["curve"]] for a in arms},
-        ctx.path("task_b_loss_vs_steps.png"),
-        xlabel="step",
-        ylabel="eval loss (nats)",
-        title=f"task B, best LR per arm, seed {seeds[0]}",
-    )
-    plot_lines(
-        xs,
-        {a: [c["eval_acc"] for c in summary[a]["curve"]] for a in arms},
-        ctx.path("task_b_acc_vs_steps.png"),
-        xlabel="step",
-        ylabel="eval accuracy",
-        title=f"task B, best LR per arm, seed {seeds[0]}",
-    )
-    # forward passes: DiZO's x axis includes its projection rounds (about 1.2x MeZO's per step)
-    zo_arms = [a for a in ("mezo", "dizo") if a in summary]
-    plot_lines(
-        [c["forward_passes"] for c in summary["mezo"]["curve"]],
-        {a: [c["eval_loss"] for c in summary[a]["curve"]] for a in zo_arms},
-        ctx.path("task_b_loss_vs_forward_passes_mezo_axis.png"),
-        xlabel="forward passes (MeZO's count; DiZO's points at the same steps cost 1.2x)",
-        ylabel="eval loss (nats)",
-        title="MeZO vs DiZO",
-    )
+    for key, unit, _ in ((m, task.unit, True), *task.extra):
+        plot_lines(
+            xs,
+            {a: [c[key] for c in summary[a]["curve"]] for a in arms},
+            ctx.path(f"{task.name}_{key}_vs_steps.png"),
+            xlabel="step",
+            ylabel=f"{key} ({unit})",
+            title=f"{task.name}, best LR per arm, seed {seed}",
+        )
+    # every arm on its own forward-pass axis: DiZO charged for its projection rounds (~1.2x
+    # MeZO per step), FO for forward + backward (3 forward-pass equivalents per step)
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
+    for a in arms:
+        curve = summary[a]["curve"]
+        ax.plot([c["forward_passes"] for c in curve], [c[m] for c in curve], marker="o", label=a)
+    ax.set_xlabel("forward passes (DiZO's rounds counted; FO = 3 per step)")
+    ax.set_ylabel(f"{m} ({task.unit})")
+    ax.set_title(f"{task.name}: against forward passes")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(ctx.path(f"{task.name}_{m}_vs_forward_passes.png"))
+    plt.close(fig)
     layers = [a for a in ("fo_adamw", "mezo", "dizo") if "layer_divergence" in summary.get(a, {})]
     if layers:
         names = list(summary[layers[0]]["layer_divergence"])
         plot_bars(
             [f"layer {n}" for n in names],
             {a: [summary[a]["layer_divergence"][n][0] for n in names] for a in layers},
-            ctx.path("task_b_layer_divergence.png"),
+            ctx.path(f"{task.name}_layer_divergence.png"),
             ylabel="||theta_l - theta_l^0|| / sqrt(n_l)  (k/v proj)",
-            title="per-layer divergence",
+            title=f"{task.name}: per-layer divergence",
             logy=True,
         )
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+@SUITE.case("task_a_lm_adaptation", kind="quality")
+def task_a_lm_adaptation(ctx: Context) -> None:
+    """Adapt the LM to the held-out email/ + json/ families; validation bits/byte vs steps."""
+    from .models import held_out_corpus
+    from .tasks import evaluate_lm, lm_loss
+
+    base = _base(ctx)
+    corpus = held_out_corpus()
+    seq = ctx.pick(smoke=32, quick=32, full=64)
+    batch = 16
+    eval_batches = ctx.pick(smoke=2, quick=8, full=32)
+    task = _Task(
+        name="task_a",
+        loss_fn=lm_loss,
+        batches=lambda seed: corpus.batches("train", batch, seq, seed=seed),
+        evaluate=lambda model: {"eval_bpb": evaluate_lm(model, corpus, seq, eval_batches)},
+        metric="eval_bpb",
+        unit="bits/byte",
+    )
+    # quick: the issue's quick arms at one LR each, each arm's best of its full grid in the
+    # quick-size sweep (README); full: every arm on its 3-point grid
+    grids = _grids(ctx, quick={"mezo": [1e-3], "dizo": [1e-3], "fo_lora": [1e-2]})
+    _quality(
+        ctx,
+        task,
+        base,
+        grids,
+        steps=ctx.pick(smoke=6, quick=60, full=3000),
+        seeds=ctx.pick(smoke=[0], quick=[0], full=[0, 1, 2]),
+        eval_every=ctx.pick(smoke=3, quick=20, full=250),
+    )
+
+
+@SUITE.case("task_b_classification", kind="quality")
+def task_b_classification(ctx: Context) -> None:
+    """Fine-tune on asyncio/ vs email/ snippets; loss/accuracy vs steps and forward passes."""
+    from .tasks import classification_loss, evaluate, snippet_task
+
+    base = _base(ctx)
+    batch = 16
+    n_train, n_eval = ctx.pick(smoke=(64, 64), quick=(512, 256), full=(512, 1000))
+    train, ev = snippet_task(n_train, n_eval, seed=0)
+    x, y = train
+
+    def batches(seed):
+        gen = torch.Generator().manual_seed(seed)
+        while True:
+            idx = torch.randint(len(y), (batch,), generator=gen)
+            yield x[idx], y[idx]
+
+    def metrics(model):
+        loss, acc = evaluate(model, ev)
+        return {"eval_loss": loss, "eval_acc": acc}
+
+    task = _Task(
+        name="task_b",
+        loss_fn=classification_loss,
+        batches=batches,
+        evaluate=metrics,
+        metric="eval_loss",
+        unit="nats",
+        extra=(("eval_acc", "fraction", False),),
+    )
+    # quick: the issue's three arms at one LR each, each arm's best of its full grid in the
+    # quick-size sweep (README)
+    grids = _grids(ctx, quick={"mezo": [1e-3], "dizo": [1e-3], "fo_lora": [1e-2]})
+    _quality(
+        ctx,
+        task,
+        base,
+        grids,
+        steps=ctx.pick(smoke=6, quick=60, full=3000),
+        seeds=ctx.pick(smoke=[0], quick=[0], full=[0, 1, 2]),
+        eval_every=ctx.pick(smoke=3, quick=30, full=250),
+    )
 
 
 def _std(xs):
@@ -303,9 +409,13 @@ def _std(xs):
     return (sum((x - m) ** 2 for x in xs) / len(xs)) ** 0.5
 
 
-@SUITE.case("step_time", kind="speed")
+@SUITE.case("step_time", kind="speed", modes=("smoke", "full"))
 def step_time(ctx: Context) -> None:
-    """Per-step wall time: MeZO and DiZO (rounds amortised) against one FO AdamW step."""
+    """Per-step wall time: MeZO and DiZO (rounds amortised) against one FO AdamW step.
+
+    Not in ``--quick``, which has room for the two quality cases only (a minute of CPU, a third
+    of it importing torch, transformers and peft); ``--full --case step_time`` runs it.
+    """
     from . import DiZO, DiZOConfig, MeZO, MeZOConfig, ops
     from .tasks import classification_loss, snippet_task
 

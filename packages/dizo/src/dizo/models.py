@@ -15,6 +15,7 @@ families that task A adapts to and task B classifies), cached through
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import sysconfig
 from pathlib import Path
@@ -39,7 +40,7 @@ OPT_TINY = {
 OPT_SMOKE = {"hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2, "ffn_dim": 64}
 #: Pretraining per mode: (steps, batch, sequence length). quick pretrains briefly so that an
 #: empty-cache quick run stays near a minute; full pretrains the documented model.
-PRETRAIN = {"smoke": (30, 4, 64), "quick": (150, 16, 64), "full": (1500, 16, 128)}
+PRETRAIN = {"smoke": (30, 4, 64), "quick": (120, 16, 32), "full": (1500, 16, 128)}
 
 
 def opt_config(**overrides: Any):
@@ -68,20 +69,17 @@ def _family(rel: str) -> str | None:
     return next((f for f in HELD_OUT if rel.startswith(f)), None)
 
 
-def pretraining_corpus(val_every: int = 20) -> Corpus:
-    """The stdlib files outside :data:`HELD_OUT` as a byte :class:`~neurips25_core.data.Corpus`.
-
-    Every ``val_every``-th kept file (in sorted order) is validation; files are never split.
-    """
+def _corpus(held_out: bool, val_every: int) -> Corpus:
     if not isinstance(val_every, int) or val_every < 2:
         raise ValueError(f"val_every: expected an int >= 2, got {val_every!r}")
     base = Path(sysconfig.get_paths()["stdlib"])
     train, val, train_names, val_names = [], [], [], []
-    h = hashlib.sha256(f"dizo-pretrain:v1:{val_every}:{HELD_OUT}".encode())
+    tag = "dizo-held-out" if held_out else "dizo-pretrain"
+    h = hashlib.sha256(f"{tag}:v1:{val_every}:{HELD_OUT}".encode())
     kept = 0
     for f in stdlib_files(base):
         rel = f.relative_to(base).as_posix()
-        if _family(rel) is not None:
+        if (_family(rel) is not None) != held_out:
             continue
         content = f.read_bytes() + b"\n"
         h.update(f"{rel}:{len(content)};".encode())
@@ -99,6 +97,33 @@ def pretraining_corpus(val_every: int = 20) -> Corpus:
         val_files=tuple(val_names),
         fingerprint=h.hexdigest()[:16],
     )
+
+
+@functools.lru_cache(maxsize=2)
+def pretraining_corpus(val_every: int = 20) -> Corpus:
+    """The stdlib files outside :data:`HELD_OUT` as a byte :class:`~neurips25_core.data.Corpus`.
+
+    Every ``val_every``-th kept file (in sorted order) is validation; files are never split.
+    Cached per process (every case of a run shares it).
+    """
+    return _corpus(held_out=False, val_every=val_every)
+
+
+@functools.lru_cache(maxsize=2)
+def held_out_corpus(val_every: int = 5) -> Corpus:
+    """Task A's data: the :data:`HELD_OUT` families (never seen in pretraining) as a Corpus.
+
+    Split by file like :func:`pretraining_corpus` (every ``val_every``-th file, sorted, is
+    validation: 7 of 34 files with the default), so validation bits/byte measure adaptation to
+    the family, not memorisation of the training windows.
+
+    >>> c = held_out_corpus()
+    >>> all(f.startswith(HELD_OUT) for f in c.train_files + c.val_files)
+    True
+    >>> set(c.train_files) & set(c.val_files)
+    set()
+    """
+    return _corpus(held_out=True, val_every=val_every)
 
 
 def pretrained_opt(mode: str = "quick", progress: bool = False, seed: int = 0):

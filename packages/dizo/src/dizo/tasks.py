@@ -1,4 +1,12 @@
-"""Task B of the reduced reproduction: which stdlib package does a 64-byte snippet come from?
+"""The reduced reproduction's two tasks.
+
+Task A (:func:`lm_loss`, :func:`evaluate_lm`): language-model adaptation of the pretrained tiny
+OPT to the families held out of its pretraining (``email/``, ``json/``;
+:func:`dizo.models.held_out_corpus`), trained on random windows of the family's training files
+and scored in bits per byte on seeded windows of its validation files (the core's
+:func:`~neurips25_core.models.evaluate_bpb`).
+
+Task B: which stdlib package does a 64-byte snippet come from?
 
 Snippets of ``asyncio/`` and ``email/`` source files (real offline data), split by file (train
 files and eval files are disjoint), formatted as ``snippet + "\\n#"`` and scored, like MeZO's
@@ -16,6 +24,24 @@ from neurips25_core.data import stdlib_files
 FAMILIES = ("asyncio/", "email/")
 LABELS = (ord("a"), ord("e"))
 SNIPPET = 64
+
+
+def lm_loss(model, batch) -> torch.Tensor:
+    """Task A's loss: mean next-byte cross-entropy (nats) of ``batch = (x, y)``, each (B, T)."""
+    from neurips25_core.models import causal_lm_loss
+
+    x, y = batch
+    return causal_lm_loss(model, x, y)
+
+
+@torch.no_grad()
+def evaluate_lm(model, corpus, seq_len: int, num_batches: int, batch_size: int = 16) -> float:
+    """Task A's metric: validation bits per byte on the same seeded windows every call."""
+    from neurips25_core.models import evaluate_bpb
+
+    return evaluate_bpb(
+        model, corpus, "val", batch_size=batch_size, seq_len=seq_len, num_batches=num_batches
+    )
 
 
 def _files(family: str) -> list[bytes]:
