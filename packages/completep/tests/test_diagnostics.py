@@ -122,3 +122,44 @@ def test_linearization_first_weight_step_is_linear():
     both = linearization_distance(1.0, [2, 8], [0, 1], width=16, batch=8, step="both")
     assert max(max(v) for v in first.values()) < 1e-12
     assert min(min(v) for v in both.values()) > 1e-12
+
+
+def _width_ratios(kind, widths=(32, 128), steps=10, lr=1e-2):
+    """max/min over widths of each site's mean |x| at the last step (the official width check's
+    HPs: lr 1e-2, wd 0.1, betas (0.9, 0.95), clip 1; depth 2 = base depth, one seed)."""
+    corpus = stdlib_corpus()
+    base = tiny_llama_config(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=128)
+    gen = torch.Generator().manual_seed(100)
+    batches = [corpus.get_batch("train", 8, 64, generator=gen) for _ in range(steps)]
+    cfg = ParamConfig(kind=kind, base_width=32, base_depth=2)
+
+    def make(width):
+        torch.manual_seed(0)
+        model = LlamaForCausalLM(scaled_config(base, width, 2))
+        parameterize(model, cfg, generator=torch.Generator().manual_seed(0))
+        return model
+
+    records = coord_check(
+        make,
+        widths,
+        lambda s: batches[s],
+        lambda m: torch.optim.AdamW(
+            param_groups(m, cfg, lr=lr, weight_decay=0.1, eps=1e-12), betas=(0.9, 0.95)
+        ),
+        steps=steps,
+    )
+    out = {}
+    for site in ("attn.0", "mlp.0", "attn.1", "mlp.1", "last_block"):
+        vals = [r["value"] for r in records if r["site"] == site and r["step"] == steps]
+        out[site] = max(vals) / min(vals)
+    return out
+
+
+@pytest.mark.slow
+def test_coord_check_width_mup_far_flatter_than_sp():
+    """Not the issue's 2x criterion (measured and not met at widths 32-256, see the README):
+    every in-block site drifts at least 5x less over a 4x width range under μP than under SP,
+    which a wrong width multiplier would break."""
+    sp, mup = _width_ratios("sp"), _width_ratios("mup")
+    for site in sp:
+        assert sp[site] > 5 * mup[site], (site, sp[site], mup[site])
