@@ -1,10 +1,26 @@
 """The jetnemotron benchmark suite (``neurips25 bench jetnemotron``).
 
-Every case runs in every mode (smoke / quick / full) and sizes itself with ``ctx.pick``; the
-workspace tests run each case in smoke mode on an empty checkpoint cache.
+* ``postnas`` (quality, the reduced reproduction): a byte-level Qwen2 teacher trained on the
+  stdlib corpus with 20 % synthetic multi-query associative recall rows (cached); a JetBlock
+  supernet distilled from it with random paths; beam search for k full-attention layers under two
+  objectives (validation LM loss, recall accuracy), checked against exhaustive search; the
+  searched, uniform, random and all-JetBlock layouts distilled further (MLPs frozen); in full mode,
+  JetBlock vs Gated DeltaNet vs Mamba2 at the searched layout, equal steps and state bytes, 3 seeds.
+* ``ops_speed`` (speed): chunked vs sequential gated delta rule; dynamic conv (tap loop) vs the
+  unfold reference.
+* ``decode_speed`` (speed): one decode step of a JetBlock layer vs a full-attention layer with a
+  KV cache of T tokens; greedy generation of the hybrid vs the teacher at a long context.
+
+Every case sizes itself with ``ctx.pick`` (smoke / quick / full).
 """
 
 from __future__ import annotations
+
+import copy
+import random
+from functools import partial
+
+import torch
 
 from neurips25_core.bench import Context, Suite, compare, single_thread
 
@@ -14,18 +30,447 @@ SUITE = Suite(
     url="https://arxiv.org/abs/2508.15884",
 )
 
+_LETTERS = b"abcdefghijklmnopqrstuvwxyz"
 
-@SUITE.case("placeholder_speed", kind="speed")
-def placeholder_speed(ctx: Context) -> None:
-    """Placeholder: replace with ours vs the baseline and the peer, outputs checked equal first."""
-    import torch
 
-    n = ctx.pick(smoke=64, quick=512, full=2048)
-    a = torch.randn(n, n)
-    with single_thread():
-        result = compare(
-            {"torch.mm": lambda: a @ a, "einsum": lambda: torch.einsum("ij,jk->ik", a, a)},
-            baseline="torch.mm",
-            min_time=ctx.pick(smoke=0.01, quick=0.2, full=1.0),
+def recall_rows(
+    n: int, length: int, gen: torch.Generator, pairs: int = 8
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Multi-query associative recall as bytes: ``a:x b:q … ?b=q?a=x…`` (length + 1 bytes).
+
+    Returns ``(window [n, length + 1] int64, answer [n, length + 1] bool)``: ``answer`` marks the
+    value bytes after a query, the positions a model can only get right by recalling the context.
+    """
+    rows, marks = [], []
+    rng = random.Random(int(torch.randint(0, 2**31, (1,), generator=gen)))
+    for _ in range(n):
+        keys = rng.sample(range(26), pairs)
+        table = {k: rng.randrange(26) for k in keys}
+        seq = bytearray()
+        for k in keys:
+            seq += bytes([_LETTERS[k], ord(":"), _LETTERS[table[k]], ord(" ")])
+        mark = [False] * len(seq)
+        while len(seq) < length + 1:
+            k = rng.choice(keys)
+            seq += bytes([ord("?"), _LETTERS[k], ord("="), _LETTERS[table[k]]])
+            mark += [False, False, False, True]
+        rows.append(list(seq[: length + 1]))
+        marks.append(mark[: length + 1])
+    return torch.tensor(rows, dtype=torch.long), torch.tensor(marks)
+
+
+def mixed_batch(
+    corpus,
+    split: str,
+    batch_size: int,
+    seq_len: int,
+    gen: torch.Generator,
+    recall_fraction: float = 0.2,
+):
+    """Stdlib windows with ``recall_fraction`` of the rows replaced by recall rows: ``(x, y)``."""
+    x, y = corpus.get_batch(split, batch_size, seq_len, generator=gen)
+    n = round(recall_fraction * batch_size)
+    if n:
+        w, _ = recall_rows(n, seq_len, gen)
+        x[:n], y[:n] = w[:, :-1], w[:, 1:]
+    return x, y
+
+
+def recall_eval(n: int, seq_len: int, seed: int = 1234) -> tuple[torch.Tensor, torch.Tensor]:
+    """A fixed recall evaluation set: ``(input_ids, labels)`` with −100 except at the answers."""
+    w, mark = recall_rows(n, seq_len, torch.Generator().manual_seed(seed))
+    labels = torch.where(mark[:, 1:], w[:, 1:], torch.full_like(w[:, 1:], -100))
+    return w[:, :-1], labels
+
+
+def _teacher_config(size: dict):
+    from transformers import Qwen2Config
+
+    return Qwen2Config(
+        vocab_size=256,
+        hidden_size=size["hidden"],
+        intermediate_size=size["ffn"],
+        num_hidden_layers=size["layers"],
+        num_attention_heads=size["heads"],
+        num_key_value_heads=size["kv_heads"],
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        attn_implementation="sdpa",
+        use_cache=False,
+    )
+
+
+def trained_teacher(size: dict, progress: bool = True):
+    """The byte-level Qwen2 teacher, trained on stdlib + recall rows (cached by config and steps)."""
+    from transformers import Qwen2ForCausalLM
+
+    from neurips25_core.data import stdlib_corpus
+    from neurips25_core.models import cached_checkpoint, train, train_arguments
+
+    corpus = stdlib_corpus()
+    cfg = _teacher_config(size)
+    gen = torch.Generator().manual_seed(0)
+    B, T = size["batch"], size["seq"]
+
+    def data(step):
+        return mixed_batch(corpus, "train", B, T, gen)
+
+    targs = train_arguments(steps=size["steps"], lr=3e-3, batch_size=B, seq_len=T, seed=0)
+
+    def build():
+        torch.manual_seed(0)
+        model = Qwen2ForCausalLM(cfg)
+        result = train(
+            model,
+            data,
+            size["steps"],
+            lr=3e-3,
+            batch_size=B,
+            seq_len=T,
+            seed=0,
+            progress=progress,
+            desc="teacher",
         )
-    result.record(ctx, n=n)
+        return model.state_dict(), {"final_loss": result.losses[-1]}
+
+    state, meta = cached_checkpoint(
+        "jetnemotron-teacher",
+        {
+            "config": cfg.to_dict(),
+            "train": targs,
+            "data": f"stdlib+recall0.2 {corpus!r}",
+            "version": 1,
+        },
+        build,
+    )
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(cfg)
+    model.load_state_dict(state)
+    return model.eval(), corpus, meta
+
+
+def block_factory(kind: str, size: dict, chunk_size: int = 64):
+    """``(config, layer_idx) -> block`` for ``kind`` in jet / gdn / mamba2, at the size's widths."""
+    from jetnemotron.layers import GatedDeltaNetBlock, JetBlock, Mamba2Block
+
+    H, dk, dv = size["jet_heads"], size["jet_dk"], size["jet_dv"]
+
+    def make(config, i):
+        if kind == "jet":
+            return JetBlock(config.hidden_size, H, dk, dv, layer_idx=i, chunk_size=chunk_size)
+        if kind == "gdn":
+            return GatedDeltaNetBlock(
+                config.hidden_size, H, dk, dv, layer_idx=i, chunk_size=chunk_size
+            )
+        if kind == "mamba2":
+            # equal state: H·d_k·d_v = heads·head_dim·N with head_dim = d_v·H/heads
+            heads = max(1, (H * dv) // config.hidden_size) * (config.hidden_size // dv)
+            head_dim = H * dv // heads
+            return Mamba2Block(
+                config.hidden_size,
+                heads,
+                head_dim,
+                state_size=dk * H * dv // (heads * head_dim),
+                layer_idx=i,
+                chunk_size=chunk_size,
+            )
+        raise ValueError(f"kind: expected jet, gdn or mamba2, got {kind!r}")
+
+    return make
+
+
+def uniform_layout(L: int, k: int) -> tuple[int, ...]:
+    """k full-attention layers spread evenly (the centre of each of k equal slices)."""
+    picks = {int((i + 0.5) * L / k) for i in range(k)}
+    return tuple(int(i in picks) for i in range(L))
+
+
+def _val_bpb(model, corpus, seq, n=8) -> float:
+    from neurips25_core.models import evaluate_bpb
+
+    return evaluate_bpb(model, corpus, batch_size=8, seq_len=seq, num_batches=n)
+
+
+_SIZES = {
+    "smoke": dict(hidden=32, layers=2, heads=2, kv_heads=1, ffn=64, steps=20, batch=4, seq=64,
+                  jet_heads=2, jet_dk=8, jet_dv=16, super_steps=6, ks=(1,), retrain=4, layouts=("searched", "uniform"),
+                  blocks=("jet", "gdn", "mamba2"), block_seeds=1, block_steps=3, eval_rows=8),
+    "quick": dict(hidden=64, layers=4, heads=4, kv_heads=2, ffn=256, steps=300, batch=8, seq=128,
+                  jet_heads=2, jet_dk=16, jet_dv=32, super_steps=100, ks=(1,), retrain=60, layouts=("searched", "uniform"),
+                  blocks=(), block_seeds=0, block_steps=0, eval_rows=32),
+    "full": dict(hidden=96, layers=8, heads=4, kv_heads=2, ffn=256, steps=600, batch=16, seq=128,
+                 jet_heads=4, jet_dk=24, jet_dv=48, super_steps=400, ks=(1, 2), retrain=200,
+                 layouts=("searched", "uniform", "random", "all_jet"),
+                 blocks=("jet", "gdn", "mamba2"), block_seeds=3, block_steps=200, eval_rows=64),
+}  # fmt: skip
+
+
+@SUITE.case(
+    "postnas",
+    kind="quality",
+    description="searched vs uniform full-attention placement; block comparison",
+)
+def postnas_case(ctx: Context) -> None:
+    """The reduced reproduction: teacher → supernet → beam search → retrain layouts."""
+    from jetnemotron.postnas import (
+        Supernet,
+        beam_search,
+        exhaustive_search,
+        lm_objective,
+        recall_objective,
+        train_supernet,
+    )
+
+    size = _SIZES[ctx.mode]
+    teacher, corpus, meta = trained_teacher(size)
+    L, T = size["layers"], size["seq"]
+    gen = torch.Generator().manual_seed(1)
+    rec_x, rec_y = recall_eval(size["eval_rows"], T)
+    val_x, _ = corpus.get_batch(
+        "val", size["eval_rows"], T, generator=torch.Generator().manual_seed(2)
+    )
+    objectives = {"recall": recall_objective(rec_x, rec_y), "lm": lm_objective(val_x)}
+    teacher_recall = objectives["recall"](teacher)
+    teacher_bpb = _val_bpb(teacher, corpus, T)
+    ctx.record("teacher_recall", teacher_recall, "acc", lower_is_better=False, layers=L)
+    ctx.record(
+        "teacher_val_bpb",
+        teacher_bpb,
+        "bits/byte",
+        layers=L,
+        final_train_loss=meta.get("final_loss"),
+    )
+
+    torch.manual_seed(0)
+    supernet = Supernet(teacher, block_factory("jet", size))
+
+    def batches(step):
+        return mixed_batch(corpus, "train", size["batch"], T, gen)[0]
+
+    train_supernet(
+        supernet, teacher, batches, steps=size["super_steps"], lr=3e-3, seed=0, desc="supernet"
+    )
+
+    searched = {}
+    for k in size["ks"]:
+        for name, obj in objectives.items():
+            layout, table = beam_search(supernet, k, beam_width=4, objective=obj)
+            best, full_table = exhaustive_search(supernet, k, objective=obj)
+            searched[(k, name)] = layout
+            layers = [i for i, v in enumerate(layout) if v]
+            ctx.log(
+                f"k={k} objective={name}: beam picks {layers} (exhaustive {[i for i, v in enumerate(best) if v]})"
+            )
+            ctx.record(
+                f"search_{name}_k{k}",
+                table[tuple(layers)],
+                "acc" if name == "recall" else "-loss",
+                lower_is_better=False,
+                layers=layers,
+                exhaustive_layers=[i for i, v in enumerate(best) if v],
+                beam_equals_exhaustive=layout == best,
+                layouts_scored=len(table),
+                exhaustive_layouts=len(full_table),
+            )
+
+    k = max(size["ks"])
+    rng = random.Random(7)
+    layouts = {
+        "searched": searched[(k, "recall")],
+        "uniform": uniform_layout(L, k),
+        "random": tuple(int(i in set(rng.sample(range(L), k))) for i in range(L)),
+        "all_jet": (0,) * L,
+    }
+    results = {}
+    for name in size["layouts"]:
+        net = copy.deepcopy(supernet).set_layout(layouts[name])
+        train_supernet(
+            net,
+            teacher,
+            batches,
+            steps=size["retrain"],
+            sampler="fixed",
+            lr=1e-3,
+            seed=3,
+            desc=f"retrain {name}",
+        )
+        rec = objectives["recall"](net)
+        bpb = _val_bpb(net, corpus, T)
+        results[name] = (rec, bpb)
+        ctx.record(
+            f"recall_{name}", rec, "acc", baseline="uniform" if name != "uniform" else None,
+            lower_is_better=False, layout=list(layouts[name]), k=k, steps=size["retrain"],
+        )  # fmt: skip
+        ctx.record(
+            f"val_bpb_{name}",
+            bpb,
+            "bits/byte",
+            layout=list(layouts[name]),
+            k=k,
+            steps=size["retrain"],
+        )
+    for r in ctx.results:
+        if r.metric.startswith("recall_") and r.baseline == "uniform":
+            r.baseline_value = results["uniform"][0]
+
+    # Block comparison at the searched layout: JetBlock vs Gated DeltaNet vs Mamba2.
+    losses: dict[str, list[float]] = {}
+    for kind in size["blocks"]:
+        for seed in range(size["block_seeds"]):
+            torch.manual_seed(seed)
+            net = Supernet(teacher, block_factory(kind, size)).set_layout(layouts["searched"])
+            tr = train_supernet(
+                net,
+                teacher,
+                batches,
+                steps=size["block_steps"],
+                sampler="fixed",
+                lr=3e-3,
+                seed=seed,
+                desc=f"{kind} s{seed}",
+            )
+            losses.setdefault(kind, []).append(
+                sum(tr[-max(1, len(tr) // 10) :]) / max(1, len(tr) // 10)
+            )
+            if seed == 0:
+                blk = net.mixers[layouts["searched"].index(0)].linear
+                ctx.log(f"{kind}: state bytes per layer {blk.state_bytes()}")
+        vals = losses[kind]
+        mean = sum(vals) / len(vals)
+        spread = (max(vals) - min(vals)) / 2 if len(vals) > 1 else 0.0
+        ctx.record(
+            f"distill_loss_{kind}",
+            mean,
+            "kl+mse",
+            spread=spread,
+            seeds=len(vals),
+            steps=size["block_steps"],
+            layout=list(layouts["searched"]),
+        )
+    if results:
+        from neurips25_core.bench import plot_bars
+
+        names = list(results)
+        plot_bars(names, {"recall acc": [results[n][0] for n in names]}, ctx.path("postnas_recall.png"),
+                  ylabel="recall accuracy", title=f"k={k} full-attention layers of {L} (teacher {teacher_recall:.2f})")  # fmt: skip
+
+
+@SUITE.case(
+    "ops_speed",
+    kind="speed",
+    description="chunked vs sequential gated delta rule; dynamic conv vs unfold",
+)
+def ops_speed(ctx: Context) -> None:
+    from jetnemotron.ops import dynamic_conv, gated_delta_rule
+
+    H, dk, dv = 4, 32, 64
+    for T in ctx.pick(smoke=[64], quick=[512, 2048], full=[512, 2048, 4096]):
+        q, k = torch.randn(2, 1, T, H, dk).unbind(0)
+        v = torch.randn(1, T, H, dv)
+        g = -torch.rand(1, T, H) * 0.1
+        beta = torch.rand(1, T, H)
+        o_c, _ = gated_delta_rule(q, k, v, g, beta, backend="torch")
+        o_s, _ = gated_delta_rule(q, k, v, g, beta, backend="reference")
+        err = (o_c - o_s).norm() / o_s.norm()
+        if not err < 1e-4:
+            raise AssertionError(f"chunked and sequential disagree: {err:.2e}")
+        with single_thread():
+            res = compare(
+                {"chunked": partial(gated_delta_rule, q, k, v, g, beta, backend="torch"),
+                 "sequential": partial(gated_delta_rule, q, k, v, g, beta, backend="reference")},
+                baseline="sequential", min_time=ctx.pick(smoke=0.01, quick=0.3, full=1.0),
+            )  # fmt: skip
+        res.record(ctx, op="gated_delta_rule", T=T, H=H, d_k=dk, d_v=dv)
+    for T in ctx.pick(smoke=[64], quick=[2048], full=[2048, 8192]):
+        x = torch.randn(1, T, H * dv)
+        K = torch.randn(1, T, H * dv, 4)
+        y_t, _ = dynamic_conv(x, K, backend="torch")
+        y_r, _ = dynamic_conv(x, K, backend="reference")
+        if not torch.allclose(y_t, y_r, atol=1e-5):
+            raise AssertionError("dynamic conv: tap loop and unfold disagree")
+        with single_thread():
+            res = compare(
+                {"tap loop": partial(dynamic_conv, x, K, backend="torch"),
+                 "unfold": partial(dynamic_conv, x, K, backend="reference")},
+                baseline="unfold", min_time=ctx.pick(smoke=0.01, quick=0.2, full=1.0),
+            )  # fmt: skip
+        res.record(ctx, op="dynamic_conv", T=T, D=H * dv, W=4)
+    try:
+        import fla  # noqa: F401
+    except ImportError:
+        ctx.log(
+            "peer flash-linear-attention: not installed (its Triton kernels need a GPU); skipped"
+        )
+
+
+@SUITE.case(
+    "decode_speed",
+    kind="speed",
+    description="decode step per layer type vs context; hybrid vs teacher generation",
+)
+def decode_speed(ctx: Context) -> None:
+    from transformers import Qwen2ForCausalLM
+    from transformers.cache_utils import Cache, DynamicLayer, LinearAttentionLayer
+
+    from jetnemotron.layers import JetBlock
+    from jetnemotron.postnas import convert, greedy_generate, hybrid_cache
+
+    size = _SIZES["full"]  # the reproduction's widths (random weights: speed only)
+    cfg = _teacher_config(size)
+    torch.manual_seed(0)
+    teacher = Qwen2ForCausalLM(cfg).eval()
+    attn = teacher.model.layers[0].self_attn
+    jet = JetBlock(
+        cfg.hidden_size, size["jet_heads"], size["jet_dk"], size["jet_dv"], layer_idx=0
+    ).eval()
+    rot = teacher.model.rotary_emb
+    h1 = torch.randn(1, 1, cfg.hidden_size)
+    Ts = ctx.pick(smoke=[64], quick=[512, 2048], full=[512, 2048, 8192, 32768])
+    for T in Ts:
+        with torch.no_grad():
+            kv = Cache(layers=[DynamicLayer()])
+            hT = torch.randn(1, T, cfg.hidden_size)
+            pos = torch.arange(T)[None]
+            attn(hT, rot(hT, pos), None, cache=kv)
+            lin = Cache(layers=[LinearAttentionLayer()])
+            jet(hT[:, -8:], None, None, cache=lin)  # the state after any prefix has the same size
+            pe = rot(h1, torch.tensor([[T]]))
+            keys, values = kv.layers[0].keys, kv.layers[0].values
+
+            def attn_step(kv=kv, keys=keys, values=values, pe=pe):
+                kv.layers[0].keys, kv.layers[0].values = keys, values  # keep the cache at T
+                return attn(h1, pe, None, cache=kv)
+
+            def jet_step(lin=lin):
+                return jet(h1, None, None, cache=lin)
+
+            with single_thread():
+                res = compare({"JetBlock": jet_step, "full attention": attn_step}, baseline="full attention",
+                              min_time=ctx.pick(smoke=0.01, quick=0.2, full=0.5))  # fmt: skip
+        res.record(ctx, metric="decode_step", T=T, layer="one layer, batch 1")
+    # whole-model generation: the hybrid (k = 2 full layers) vs the teacher, random weights
+    L = cfg.num_hidden_layers
+    layout = uniform_layout(L, 2)
+    hybrid = convert(teacher, layout, block_factory=block_factory("jet", size)).eval()
+    ctx_len = ctx.pick(smoke=64, quick=512, full=2048)
+    new = ctx.pick(smoke=4, quick=16, full=32)
+    ids = torch.randint(0, 256, (1, ctx_len))
+    from transformers import DynamicCache
+
+    def gen_teacher():
+        return greedy_generate(teacher, ids, new, cache=DynamicCache(config=teacher.config))
+
+    def gen_hybrid():
+        return greedy_generate(hybrid, ids, new, cache=hybrid_cache(hybrid))
+
+    with single_thread():
+        res = compare({"hybrid (2 full + JetBlock)": gen_hybrid, "teacher (all full)": gen_teacher},
+                      baseline="teacher (all full)", min_time=ctx.pick(smoke=0.01, quick=0.5, full=2.0), rounds=3)  # fmt: skip
+    res.record(
+        ctx,
+        metric="generate",
+        context=ctx_len,
+        new_tokens=new,
+        layout=list(layout),
+        note="includes prefill",
+    )

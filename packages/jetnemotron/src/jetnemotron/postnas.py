@@ -275,6 +275,13 @@ def train_supernet(
                 layout = fixed
             supernet.set_layout(layout)
             ids = next_batch(step)
+            if all(layout):
+                # The all-attention path is the teacher itself: nothing to train, loss exactly 0.
+                # Every rank draws the same path, so every rank skips this step together.
+                losses.append(0.0)
+                sched.step()
+                bar.update(1)
+                continue
             with torch.no_grad():
                 t_out = teacher(input_ids=ids, output_hidden_states=True, use_cache=False)
             s_out = net(input_ids=ids, output_hidden_states=True, use_cache=False)
