@@ -1,9 +1,12 @@
 """The easyspec benchmark suite (``neurips25 bench easyspec``).
 
 ``acceptance`` (quality): a base and a deep-narrow draft Llama trained here on the stdlib byte
-corpus; speculative decoding with the unmodified draft (SD, N = 1) vs fuzzy N in {2, 4} with and
-without bonus calibration; acceptance, accepted length, sequential draft stages, lossless check,
-and the cosine of draft hidden states across layers. ``draft_latency`` (speed): one draft token,
+corpus; speculative decoding with the unmodified draft (SD, N = 1) vs fuzzy N with and without
+bonus calibration, chains and greedy token trees, and transformers' assisted generation;
+acceptance, accepted length, sequential draft stages, lossless check, and the cosine of draft
+hidden states across layers. ``acceptance_small`` (quality, smoke/full only): the same protocol at
+T in {0, 0.8} and N in {1, 2, 4} on the small pair (base 4x128, draft 6x64, 300 steps), the
+affordable reproduction on a shared 2-core CPU. ``draft_latency`` (speed): one draft token,
 ``sequential`` vs ``stacked``. ``end_to_end`` (speed): tokens/s of vanilla decoding, SD, EasySpec
 and transformers' assisted generation, outputs checked equal first.
 """
@@ -107,7 +110,7 @@ def acceptance(ctx: Context) -> None:
     _acceptance(
         ctx,
         models=ctx.mode,
-        n_prompts=ctx.pick(smoke=2, quick=6, full=64),
+        n_prompts=ctx.pick(smoke=2, quick=4, full=64),
         new=ctx.pick(smoke=12, quick=32, full=64),
         temps=ctx.pick(smoke=[0.0, 0.8], quick=[0.0], full=[0.0, 0.8]),
         sizes=ctx.pick(smoke=[1, 2], quick=[1, 4], full=[1, 2, 4]),
