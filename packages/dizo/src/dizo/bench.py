@@ -292,7 +292,11 @@ def _plots(ctx, task: _Task, summary, arms, seed) -> None:
         )
     # every arm on its own forward-pass axis: DiZO charged for its projection rounds (~1.2x
     # MeZO per step), FO for forward + backward (3 forward-pass equivalents per step)
-    plt = _plt()
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
     for a in arms:
         curve = summary[a]["curve"]
@@ -316,15 +320,6 @@ def _plots(ctx, task: _Task, summary, arms, seed) -> None:
             title=f"{task.name}: per-layer divergence",
             logy=True,
         )
-
-
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 @SUITE.case("task_a_lm_adaptation", kind="quality")
