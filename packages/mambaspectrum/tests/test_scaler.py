@@ -304,29 +304,31 @@ def mamba2_dt_scaled_forward(model, ids, scales):
             h.remove()
 
 
-@pytest.mark.parametrize("granularity", ["layer", "element"])
-def test_mamba2_delta_equals_dt_times_s_float64(granularity):
+def test_mamba2_delta_equals_dt_times_s_float64():
     """MambaExtend on Mamba-2: the patched forward equals transformers' forward with dt * s."""
     model = tiny_mamba2(dtype=torch.float64)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     with torch.no_grad():
         plain = model(IDS).logits
-    scaler = Scaler(model, mode="delta", granularity=granularity)
-    s = torch.rand(scaler.shape, generator=torch.Generator().manual_seed(2)) * 1.5 + 0.2
+    g = torch.Generator().manual_seed(2)
+    per_head = Scaler(model, mode="delta", granularity="element")
+    s_head = torch.rand(per_head.shape, generator=g) * 1.5 + 0.2
+    expected = mamba2_dt_scaled_forward(model, IDS, s_head)
+    per_head.set(s_head)
+    with torch.no_grad():
+        assert_close(model(IDS).logits, expected, rtol=1e-10)
+    per_head.reset()
+    scaler = Scaler(model, mode="delta")
+    s = torch.tensor([0.4, 1.6], dtype=torch.float64)
+    # with a finite limit on the time step, the clamp comes before the scale
+    for layer in model.backbone.layers:
+        layer.mixer.time_step_limit = (0.0, 0.05)
     expected = mamba2_dt_scaled_forward(model, IDS, s)
     scaler.set(s)
     with torch.no_grad():
         got = model(IDS).logits
     assert_close(got, expected, rtol=1e-10)
     assert not torch.allclose(got, plain, atol=1e-6)
-    # a limit on the time step is applied before the scale
-    scaler.reset()
-    for layer in model.backbone.layers:
-        layer.mixer.time_step_limit = (0.0, 0.05)
-    expected = mamba2_dt_scaled_forward(model, IDS, s)
-    scaler.set(s)
-    with torch.no_grad():
-        assert_close(model(IDS).logits, expected, rtol=1e-10)
     for layer in model.backbone.layers:
         layer.mixer.time_step_limit = (0.0, math.inf)
     # s = 1 is transformers' forward bit for bit; reset restores weights and forwards
