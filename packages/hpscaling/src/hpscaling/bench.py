@@ -128,7 +128,7 @@ def harness_speed(ctx: Context) -> None:
         fns[f"B={b}"] = step
     with single_thread():
         result = compare(
-            fns, baseline=f"B={batches[0]}", min_time=ctx.pick(smoke=0.05, quick=0.2, full=2.0)
+            fns, baseline=f"B={batches[0]}", min_time=ctx.pick(smoke=0.05, quick=0.1, full=2.0)
         )
     result.record(ctx, metric="step_time", hidden=hidden, N=n, seq_len=seq_len)
     flops = {}
@@ -602,7 +602,7 @@ def _d_sizes(mode: str) -> dict[str, Any]:
     return {
         "smoke": dict(hidden=24, seq_len=32, batch=4, tpp=0.25, trials=(2,), exclude=None),
         # a width the law was not fitted on (B sweeps hidden 8 and 16), at a TPP inside B's range
-        "quick": dict(hidden=12, seq_len=64, batch=32, tpp=10.0, trials=(2,), exclude=None),
+        "quick": dict(hidden=12, seq_len=64, batch=32, tpp=8.0, trials=(2,), exclude=None),
         "full": dict(hidden=12, seq_len=64, batch=32, tpp=20.0, trials=(4, 8), exclude=None),
     }[mode]
 
