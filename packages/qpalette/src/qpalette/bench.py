@@ -167,8 +167,9 @@ def _quality(ctx: Context) -> None:
 
     tcq = [QuantizerSpec("tcq", b / 4, L=L) for b in range(6, 21) if math.ceil(b / 2) < L]
     palette = tcq + [parse_spec(f"nuq-{b}") for b in (2, 3, 4)]
-    palette += [parse_spec(f"vq-{b / 2:g}") for b in range(3, 9)]
-    table = gaussian_error_table(palette, rows=ctx.pick(smoke=32, quick=128, full=256))
+    vq_top = ctx.pick(smoke=6, quick=8, full=8)  # smoke (b̄ = 2): VQ up to 3 bits
+    palette += [parse_spec(f"vq-{b / 2:g}") for b in range(3, vq_top + 1)]
+    table = gaussian_error_table(palette, rows=ctx.pick(smoke=16, quick=128, full=256))
     int_palette = [parse_spec(f"nuq-{b}") for b in (2, 3, 4)]
     ctx.log("error table: " + ", ".join(f"{q.name}={e:.4f}" for q, e in table.items()))
     ao = torchao_available()
