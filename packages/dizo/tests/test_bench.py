@@ -118,3 +118,19 @@ def test_gpu_script_toy(tmp_path):
     res = json.loads(out.read_text())
     assert res["correctness"]["ok"]
     assert {r["arm"] for r in res["models"]} == {"fo_adamw", "mezo_torch", "mezo_triton", "dizo"}
+
+
+def test_lora_init_depends_on_the_seed_only_and_leaves_the_global_rng_alone():
+    pytest.importorskip("peft", reason="peft is the `peers` extra")
+    from dizo.bench import _lora
+
+    def lora_a(seed, global_seed):
+        model = _tiny_opt()
+        torch.manual_seed(global_seed)
+        before = torch.random.get_rng_state()
+        model = _lora(model, seed)
+        assert torch.equal(before, torch.random.get_rng_state())  # the user's RNG is untouched
+        return torch.cat([p.flatten() for n, p in model.named_parameters() if "lora_A" in n])
+
+    assert torch.equal(lora_a(0, 1), lora_a(0, 2))
+    assert not torch.equal(lora_a(0, 1), lora_a(1, 1))

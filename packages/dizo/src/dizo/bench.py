@@ -77,10 +77,14 @@ def _has_peft() -> bool:
     return True
 
 
-def _lora(model):
+def _lora(model, seed: int):
+    """``model`` with peft LoRA adapters; their random init (A) drawn from ``seed``, not from
+    whatever state earlier runs left the global RNG in (the user's RNG is restored after)."""
     from peft import LoraConfig, get_peft_model
 
-    return get_peft_model(model, LoraConfig(**LORA))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return get_peft_model(model, LoraConfig(**LORA))
 
 
 @dataclasses.dataclass
@@ -106,13 +110,13 @@ def _run_arm(arm, base, lr, task: _Task, steps, seed, eval_every, start):
     if arm == "mezo":
         opt = MeZO(model, MeZOConfig(lr=lr, eps=1e-3, seed=seed))
     elif arm == "mezo_lora":  # MeZO's LoRA recipe: eps 1e-2
-        model = _lora(model)
+        model = _lora(model, seed)
         opt = MeZO(model, MeZOConfig(lr=lr, eps=1e-2, seed=seed))
     elif arm == "dizo":
         # projection batches come from a separate iterator over the training data (official code)
         opt = DiZO(model, DiZOConfig(lr=lr, eps=1e-3, seed=seed), task.batches(seed + 100))
     elif arm == "fo_lora":
-        model = _lora(model)
+        model = _lora(model, seed)
         opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
     elif arm == "fo_adamw":
         opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)

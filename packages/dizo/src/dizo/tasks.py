@@ -16,6 +16,9 @@ position (cross-entropy over the two candidates; accuracy = which label is more 
 
 from __future__ import annotations
 
+import sysconfig
+from pathlib import Path
+
 import torch
 import torch.nn.functional as F
 
@@ -45,7 +48,9 @@ def evaluate_lm(model, corpus, seq_len: int, num_batches: int, batch_size: int =
 
 
 def _files(family: str) -> list[bytes]:
-    return [p.read_bytes() for p in stdlib_files() if f"/{family}" in p.as_posix()]
+    # walk only the family's directory (the whole stdlib walk costs ~0.7 s of CPU a family)
+    root = Path(sysconfig.get_paths()["stdlib"]) / family.rstrip("/")
+    return [p.read_bytes() for p in stdlib_files(root)]
 
 
 def snippet_task(n_train: int = 512, n_eval: int = 1000, seed: int = 0):
