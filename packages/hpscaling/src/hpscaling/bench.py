@@ -315,6 +315,24 @@ def tau_invariance(ctx: Context) -> None:
             axis="τ_opt across B",
             B=batches,
         )
+    # The same slope from each B's lowest-loss λ of the grid (no quadratic): coarse (the τ grid
+    # steps by 2×) but blind to how a single bumpy point bends a fitted bowl.
+    argmin = sorted((c.B, c.best_lambda) for c in fit.cells)
+    if len(argmin) >= 2:
+        log_b, log_lam = np.log([a[0] for a in argmin]), np.log([a[1] for a in argmin])
+        ctx.record(
+            "law1_slope_grid_argmin",
+            float(np.polyfit(log_b, log_lam, 1)[0]),
+            "dlogλ/dlogB",
+            baseline="paper (λ ∝ B)",
+            baseline_value=1.0,
+            lower_is_better=False,
+            B=",".join(str(int(b // s["seq_len"])) for b, _ in argmin),
+            grid_tau=",".join(
+                f"{b / (ETA * lam * c.D):.3g}"
+                for (b, lam), c in zip(argmin, sorted(fit.cells, key=lambda c: c.B), strict=True)
+            ),
+        )
     curves_tau = {
         b: ([r["tau"] for r in rs], [r["val_loss"] for r in rs]) for b, rs in grid.items()
     }
