@@ -112,7 +112,8 @@ def acceptance(ctx: Context) -> None:
         models=ctx.mode,
         n_prompts=ctx.pick(smoke=2, quick=4, full=64),
         new=ctx.pick(smoke=12, quick=32, full=64),
-        temps=ctx.pick(smoke=[0.0, 0.8], quick=[0.0], full=[0.0, 0.8]),
+        # T = 0.8 in smoke runs in acceptance_small
+        temps=ctx.pick(smoke=[0.0], quick=[0.0], full=[0.0, 0.8]),
         sizes=ctx.pick(smoke=[1, 2], quick=[1, 4], full=[1, 2, 4]),
     )
 
