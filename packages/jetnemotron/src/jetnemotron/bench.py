@@ -409,12 +409,14 @@ def ops_speed(ctx: Context) -> None:
                 baseline="unfold", min_time=ctx.pick(smoke=0.01, quick=0.2, full=1.0),
             )  # fmt: skip
         res.record(ctx, op="dynamic_conv", T=T, D=H * dv, W=4)
-    try:
-        import fla  # noqa: F401
-    except ImportError:
-        ctx.log(
-            "peer flash-linear-attention: not installed (its Triton kernels need a GPU); skipped"
-        )
+    import importlib.util
+
+    have_fla = importlib.util.find_spec("fla") is not None
+    ctx.log(
+        "peer flash-linear-attention (chunk_gated_delta_rule): "
+        + ("installed, but " if have_fla else "not installed (`peers` extra); ")
+        + "its Triton kernels need a GPU: compared in benchmarks/gpu.py, skipped here"
+    )
 
 
 @SUITE.case(
