@@ -77,8 +77,8 @@ def _trained_mamba(ctx: Context, seed: int, family: str = "mamba1", task: str = 
     if task == "lm":
         seq_len = ctx.pick(smoke=32, quick=128, full=128)
         # quick trains 100 steps (the issue's 300 took ~80 s of the quick run's minute alone)
-        steps = _pick(ctx, smoke=15, quick=100, full=100, issue=1500)
-        batch = _pick(ctx, smoke=16, quick=4, full=4, issue=16)
+        steps = _pick(ctx, smoke=8, quick=100, full=100, issue=1500)
+        batch = _pick(ctx, smoke=4, quick=4, full=4, issue=16)
     else:  # passkey prompts of 256 tokens (the spec's fallback)
         seq_len = ctx.pick(smoke=128, quick=256, full=256)
         steps = _pick(ctx, smoke=10, quick=40, full=300, issue=1500)
@@ -158,7 +158,7 @@ def _length_extension(ctx: Context, family: str) -> None:
 
     seeds = _pick(ctx, smoke=[0], quick=[0], full=[0], issue=[0, 1, 2])
     iters = _pick(ctx, smoke=2, quick=3, full=3, issue=30)
-    n_calib = _pick(ctx, smoke=4, quick=4, full=2, issue=4)
+    n_calib = _pick(ctx, smoke=2, quick=4, full=2, issue=4)
     n_eval = _pick(ctx, smoke=2, quick=2, full=2, issue=10)
     modes = MODES
     table = {}  # (mode, calib_len) -> length -> [ppl per seed]
