@@ -326,24 +326,56 @@ def _plots(ctx, task: _Task, summary, arms, seed) -> None:
         )
 
 
-@SUITE.case("task_a_lm_adaptation", kind="quality")
-def task_a_lm_adaptation(ctx: Context) -> None:
-    """Adapt the LM to the held-out email/ + json/ families; validation bits/byte vs steps."""
+def task_a(seq_len: int, eval_batches: int, batch: int = 16) -> _Task:
+    """Task A: LM adaptation to the held-out families, scored in validation bits/byte."""
     from .models import held_out_corpus
     from .tasks import evaluate_lm, lm_loss
 
-    base = _base(ctx)
     corpus = held_out_corpus()
-    seq = ctx.pick(smoke=32, quick=32, full=64)
-    batch = 16
-    eval_batches = ctx.pick(smoke=2, quick=8, full=32)
-    task = _Task(
+    return _Task(
         name="task_a",
         loss_fn=lm_loss,
-        batches=lambda seed: corpus.batches("train", batch, seq, seed=seed),
-        evaluate=lambda model: {"eval_bpb": evaluate_lm(model, corpus, seq, eval_batches)},
+        batches=lambda seed: corpus.batches("train", batch, seq_len, seed=seed),
+        evaluate=lambda model: {"eval_bpb": evaluate_lm(model, corpus, seq_len, eval_batches)},
         metric="eval_bpb",
         unit="bits/byte",
+    )
+
+
+def task_b(n_train: int, n_eval: int, batch: int = 16) -> _Task:
+    """Task B: ``asyncio/`` vs ``email/`` snippets by the label byte's log-probability."""
+    from .tasks import classification_loss, evaluate, snippet_task
+
+    (x, y), ev = snippet_task(n_train, n_eval, seed=0)
+
+    def batches(seed):
+        gen = torch.Generator().manual_seed(seed)
+        while True:
+            idx = torch.randint(len(y), (batch,), generator=gen)
+            yield x[idx], y[idx]
+
+    def metrics(model):
+        loss, acc = evaluate(model, ev)
+        return {"eval_loss": loss, "eval_acc": acc}
+
+    return _Task(
+        name="task_b",
+        loss_fn=classification_loss,
+        batches=batches,
+        evaluate=metrics,
+        metric="eval_loss",
+        unit="nats",
+        extra=(("eval_acc", "fraction", False),),
+    )
+
+
+@SUITE.case("task_a_lm_adaptation", kind="quality")
+def task_a_lm_adaptation(ctx: Context) -> None:
+    """Adapt the LM to the held-out email/ + json/ families; validation bits/byte vs steps."""
+    base = _base(ctx)
+    task = task_a(
+        seq_len=ctx.pick(smoke=32, quick=32, full=64),
+        eval_batches=ctx.pick(smoke=2, quick=8, full=32),
     )
     # quick: the issue's quick arms at one LR each, each arm's best of its full grid in the
     # quick-size sweep (README); full: every arm on its 3-point grid
@@ -362,33 +394,8 @@ def task_a_lm_adaptation(ctx: Context) -> None:
 @SUITE.case("task_b_classification", kind="quality")
 def task_b_classification(ctx: Context) -> None:
     """Fine-tune on asyncio/ vs email/ snippets; loss/accuracy vs steps and forward passes."""
-    from .tasks import classification_loss, evaluate, snippet_task
-
     base = _base(ctx)
-    batch = 16
-    n_train, n_eval = ctx.pick(smoke=(64, 64), quick=(512, 256), full=(512, 1000))
-    train, ev = snippet_task(n_train, n_eval, seed=0)
-    x, y = train
-
-    def batches(seed):
-        gen = torch.Generator().manual_seed(seed)
-        while True:
-            idx = torch.randint(len(y), (batch,), generator=gen)
-            yield x[idx], y[idx]
-
-    def metrics(model):
-        loss, acc = evaluate(model, ev)
-        return {"eval_loss": loss, "eval_acc": acc}
-
-    task = _Task(
-        name="task_b",
-        loss_fn=classification_loss,
-        batches=batches,
-        evaluate=metrics,
-        metric="eval_loss",
-        unit="nats",
-        extra=(("eval_acc", "fraction", False),),
-    )
+    task = task_b(*ctx.pick(smoke=(64, 64), quick=(512, 256), full=(512, 1000)))
     # quick: the issue's three arms at one LR each, each arm's best of its full grid in the
     # quick-size sweep (README)
     grids = _grids(ctx, quick={"mezo": [1e-3], "dizo": [1e-3], "fo_lora": [1e-2]})
