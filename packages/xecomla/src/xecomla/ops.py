@@ -1,0 +1,1 @@
+"""Public ops of xecomla: argument checks, autograd functions and backend dispatch."""
