@@ -397,8 +397,8 @@ def task_b_classification(ctx: Context) -> None:
     base = _base(ctx)
     task = task_b(*ctx.pick(smoke=(64, 64), quick=(512, 256), full=(512, 1000)))
     # quick: the three arms at one LR each, each arm's best of its full grid in the
-    # quick-size sweep (README)
-    grids = _grids(ctx, quick={"mezo": [1e-3], "dizo": [1e-3], "fo_lora": [1e-2]})
+    # quick-size sweep (README, results/quick_lr_sweep)
+    grids = _grids(ctx, quick={"mezo": [1e-3], "dizo": [1e-3], "fo_lora": [1e-3]})
     _quality(
         ctx,
         task,
