@@ -205,6 +205,24 @@ def _a_sizes_of(mode: str) -> dict[str, Any]:
     )[mode]
 
 
+def _a_tau_specs(mode: str) -> list[RunSpec]:
+    """A's decayed runs (no λ = 0): what quick D fits its (constant-τ) law on, from the cache."""
+    s = _a_sizes_of(mode)
+    return [
+        RunSpec(
+            hidden=s["hidden"],
+            heads=_heads(s["hidden"]),
+            seq_len=s["seq_len"],
+            tpp=s["tpp"],
+            eta=ETA,
+            batch=b,
+            tau=t,
+        )
+        for b in s["batches"]
+        for t in s["taus"]
+    ]
+
+
 def curve_spread(
     curves: dict[float, tuple[list[float], list[float]]], points: int = 16
 ) -> float | None:
@@ -415,10 +433,7 @@ def _b_sizes(mode: str) -> dict[str, Any]:
         "smoke": dict(
             widths=(16,), seq_len=32, batch=4, tpps=(0.125, 0.25, 0.5), taus=(0.1, 0.3, 1.0)
         ),
-        # quick: the B = 32 column of A's quick grid is this sweep's TPP-20 cell (shared runs)
-        "quick": dict(
-            widths=(8,), seq_len=64, batch=32, tpps=(5.0, 10.0, 20.0), taus=(0.5, 1.0, 2.0)
-        ),
+        # no quick size: the issue's quick mode is A, C and D (D fits on A's quick runs)
         # full: hidden 16 at TPP 20 is A's full B = 32 column (shared runs). The issue's TPP 5
         # is left out (40-160 steps: decay cannot help there) and so is TPP 320 (its hidden-8
         # cell alone would cost more than the rest of the sweep on the shared 2-core machine).
@@ -490,7 +505,7 @@ def _plot_tau_law(path, fit, title: str) -> None:
     plt.close(fig)
 
 
-@SUITE.case("tau_vs_tpp", kind="quality")
+@SUITE.case("tau_vs_tpp", kind="quality", modes=("smoke", "full"))
 def tau_vs_tpp(ctx: Context) -> None:
     """B: λ sweeps at fixed B over (width, TPP) cells; the fitted exponent m_τ against the paper's −0.527."""
     runs = _sweep(ctx, _b_specs(ctx.mode), "B: width x TPP x tau")
@@ -619,7 +634,8 @@ def recommender(ctx: Context) -> None:
 def _d_sizes(mode: str) -> dict[str, Any]:
     return {
         "smoke": dict(hidden=24, seq_len=32, batch=4, tpp=0.25, trials=(2,), exclude=None),
-        # a width the law was not fitted on (B sweeps hidden 8 and 16), at a TPP inside B's range
+        # a width the law was not fitted on (full: B sweeps hidden 8 and 16, at TPP 20 and 80;
+        # quick: A's hidden-8 runs at TPP 20, one TPP, so only the constant-τ fallback)
         "quick": dict(hidden=12, seq_len=64, batch=32, tpp=8.0, trials=(2,), exclude=None),
         "full": dict(hidden=12, seq_len=64, batch=32, tpp=20.0, trials=(4, 8), exclude=None),
     }[mode]
@@ -631,10 +647,11 @@ def law_vs_search(ctx: Context) -> None:
     s = _d_sizes(ctx.mode)
     source = [
         spec
-        for spec in _b_specs(ctx.mode)
+        for spec in (_a_tau_specs("quick") if ctx.mode == "quick" else _b_specs(ctx.mode))
         if s["exclude"] is None or (spec.hidden, spec.tpp) != s["exclude"]
     ]
-    source_runs = _sweep(ctx, source, "D: the law's sweep (B's runs)")
+    source_name = "A's decayed runs" if ctx.mode == "quick" else "B's runs"
+    source_runs = _sweep(ctx, source, f"D: the law's sweep ({source_name})")
     fit = fit_tau_law(_fit_records(source_runs))
     taus = [c.tau_opt for c in fit.cells if c.tau_opt is not None and not c.extrapolated]
     if not taus:  # no bracketed optimum (toy sizes): the best τ on each cell's grid instead
@@ -743,7 +760,7 @@ def law_vs_search(ctx: Context) -> None:
     ]
     ctx.path("law_vs_search.md").write_text(
         f"# D: law vs search at hidden {s['hidden']}, TPP {tpp_actual:.2f}, B = {s['batch']} sequences\n\n"
-        f"The law and the constant τ both come from the same {sweep_runs}-run sweep (case B's runs"
+        f"The law and the constant τ both come from the same {sweep_runs}-run sweep (case {source_name}"
         f"{'' if s['exclude'] is None else ', without the target cell'}).\n\n"
         + "\n".join(table)
         + "\n"
