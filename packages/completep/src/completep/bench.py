@@ -238,7 +238,8 @@ def _lr_transfer(ctx: Context, kinds: list[str], tag: str) -> None:
     # a second seed at the three grid LRs around each seed-0 optimum (SP and CompleteP); off at
     # full size since the 200-step run had to fit the CPU budget (the committed 60-step run at
     # 4c5d943 has it)
-    second_seed = ctx.pick(smoke=True, quick=False, full=False)
+    # (smoke: only the arm cases take that path, to keep each case's smoke run short)
+    second_seed = ctx.pick(smoke=bool(tag), quick=False, full=False)
     eval_batches = ctx.pick(smoke=2, quick=4, full=10)
     corpus = stdlib_corpus()
     base = _base_config(width, heads, 4 * width, seq)
