@@ -201,8 +201,8 @@ _SIZES = {
     "smoke": dict(hidden=32, layers=2, heads=2, kv_heads=1, ffn=64, steps=8, batch=4, seq=48,
                   jet_heads=2, jet_dk=8, jet_dv=16, super_steps=3, ks=(1,), retrain=2, layouts=("searched", "uniform"),
                   blocks=("jet", "gdn"), block_seeds=1, block_steps=2, eval_rows=4),
-    "quick": dict(hidden=64, layers=4, heads=4, kv_heads=2, ffn=256, steps=200, batch=8, seq=128,
-                  jet_heads=2, jet_dk=16, jet_dv=32, super_steps=60, ks=(1,), retrain=40, layouts=("searched", "uniform"),
+    "quick": dict(hidden=64, layers=4, heads=4, kv_heads=2, ffn=256, steps=150, batch=8, seq=128,
+                  jet_heads=2, jet_dk=16, jet_dv=32, super_steps=40, ks=(1,), retrain=30, layouts=("searched", "uniform"),
                   blocks=(), block_seeds=0, block_steps=0, eval_rows=32),
     "full": dict(hidden=96, layers=8, heads=4, kv_heads=2, ffn=256, steps=600, batch=16, seq=128,
                  jet_heads=4, jet_dk=24, jet_dv=48, super_steps=400, ks=(1, 2), retrain=200,
@@ -380,7 +380,7 @@ def ops_speed(ctx: Context) -> None:
     from jetnemotron.ops import dynamic_conv, gated_delta_rule
 
     H, dk, dv = 4, 32, 64
-    for T in ctx.pick(smoke=[64], quick=[512], full=[512, 2048, 4096]):
+    for T in ctx.pick(smoke=[64], quick=[256], full=[512, 2048, 4096]):
         q, k = torch.randn(2, 1, T, H, dk).unbind(0)
         v = torch.randn(1, T, H, dv)
         g = -torch.rand(1, T, H) * 0.1
@@ -470,8 +470,8 @@ def decode_speed(ctx: Context) -> None:
     L = cfg.num_hidden_layers
     layout = uniform_layout(L, 2)
     hybrid = convert(teacher, layout, block_factory=block_factory("jet", size)).eval()
-    ctx_len = ctx.pick(smoke=64, quick=512, full=2048)
-    new = ctx.pick(smoke=4, quick=8, full=32)
+    ctx_len = ctx.pick(smoke=64, quick=256, full=2048)
+    new = ctx.pick(smoke=4, quick=4, full=32)
     ids = torch.randint(0, 256, (1, ctx_len))
     from transformers import DynamicCache
 
