@@ -1,0 +1,1 @@
+"""Public ops of hybridprune: argument checks, autograd functions and backend dispatch."""
