@@ -1,3 +1,9 @@
-"""Zebra-Llama: Towards Extremely Efficient Hybrid Models (NeurIPS 2025)."""
+"""Zebra-Llama / X-EcoMLA (NeurIPS 2025): MLA + Mamba2 hybrids composed from a pretrained Llama.
 
-__all__: list[str] = []
+Importing this package never imports triton or transformers (the layers import transformers
+lazily, when built).
+"""
+
+from .mla import MLAAttention, MLAConfig
+
+__all__ = ["MLAAttention", "MLAConfig"]

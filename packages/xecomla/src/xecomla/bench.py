@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from neurips25_core.bench import Context, Suite, compare, single_thread
 
-SUITE = Suite(name="xecomla", paper="Zebra-Llama: Towards Extremely Efficient Hybrid Models", url="https://arxiv.org/abs/2505.17272")
+SUITE = Suite(
+    name="xecomla",
+    paper="Zebra-Llama: Towards Extremely Efficient Hybrid Models",
+    url="https://arxiv.org/abs/2505.17272",
+)
 
 
 @SUITE.case("placeholder_speed", kind="speed")
