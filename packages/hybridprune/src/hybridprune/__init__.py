@@ -1,3 +1,9 @@
-"""Minitron-SSM: Efficient Hybrid Language Model Compression through Group-Aware SSM Pruning (NeurIPS 2025)."""
+"""Minitron-SSM: Efficient Hybrid Language Model Compression through Group-Aware SSM Pruning (NeurIPS 2025).
 
-__all__: list[str] = []
+Group-aware structured pruning of transformers hybrid Mamba2 + attention models (work in progress:
+see the README for what exists).
+"""
+
+from hybridprune.ranking import rank_attention_heads, rank_channels, rank_mamba
+
+__all__ = ["rank_attention_heads", "rank_channels", "rank_mamba"]
