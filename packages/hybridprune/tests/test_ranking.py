@@ -2,7 +2,6 @@
 
 import pytest
 import torch
-
 from hybridprune import rank_attention_heads, rank_channels, rank_mamba
 
 
@@ -42,7 +41,9 @@ def test_head_ranking_uses_only_the_kept_channels():
     heads, channels = rank_mamba(x, n_groups=1, num_heads=1, head_dim=1)
     assert channels.tolist() == [0]
     assert heads.tolist() == [1]
-    heads_all, channels_all = rank_mamba(x, n_groups=1, num_heads=1, head_dim=1, head_ranking="all_channels")
+    heads_all, channels_all = rank_mamba(
+        x, n_groups=1, num_heads=1, head_dim=1, head_ranking="all_channels"
+    )
     assert channels_all.tolist() == [0] and heads_all.tolist() == [0]
 
 

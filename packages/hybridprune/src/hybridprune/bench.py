@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from neurips25_core.bench import Context, Suite, compare, single_thread
 
-SUITE = Suite(name="hybridprune", paper="Minitron-SSM: Efficient Hybrid Language Model Compression through Group-Aware SSM Pruning", url="https://arxiv.org/abs/2504.11409")
+SUITE = Suite(
+    name="hybridprune",
+    paper="Minitron-SSM: Efficient Hybrid Language Model Compression through Group-Aware SSM Pruning",
+    url="https://arxiv.org/abs/2504.11409",
+)
 
 
 @SUITE.case("placeholder_speed", kind="speed")

@@ -70,7 +70,9 @@ def rank_attention_heads(scores: torch.Tensor, n_kv: int, keep_per_group: int) -
         raise ValueError(f"n_kv: the {n_heads} heads of scores are not a multiple of n_kv={n_kv}")
     per = n_heads // n_kv
     keep_per_group = _check_int("keep_per_group", keep_per_group, 1, per)
-    return torch.cat([g * per + _top(row, keep_per_group) for g, row in enumerate(s.view(n_kv, per))])
+    return torch.cat(
+        [g * per + _top(row, keep_per_group) for g, row in enumerate(s.view(n_kv, per))]
+    )
 
 
 def rank_mamba(
@@ -104,7 +106,9 @@ def rank_mamba(
     n_h, p = x.shape
     n_groups = _check_int("n_groups", n_groups, 1, n_h)
     if n_h % n_groups:
-        raise ValueError(f"n_groups: the {n_h} heads of x_scores are not a multiple of n_groups={n_groups}")
+        raise ValueError(
+            f"n_groups: the {n_h} heads of x_scores are not a multiple of n_groups={n_groups}"
+        )
     num_heads = _check_int("num_heads", num_heads, 1, n_h)
     if num_heads % n_groups:
         raise ValueError(
@@ -113,7 +117,9 @@ def rank_mamba(
         )
     head_dim = _check_int("head_dim", head_dim, 1, p)
     if head_ranking not in ("kept_channels", "all_channels"):
-        raise ValueError(f"head_ranking: expected 'kept_channels' or 'all_channels', got {head_ranking!r}")
+        raise ValueError(
+            f"head_ranking: expected 'kept_channels' or 'all_channels', got {head_ranking!r}"
+        )
     x = x.to(torch.float64)
     channels = _top(torch.linalg.vector_norm(x, dim=0), head_dim)
     cols = x[:, channels] if head_ranking == "kept_channels" else x
