@@ -4,6 +4,7 @@ Importing this package never imports triton or transformers (the layers import t
 lazily, when built).
 """
 
+from . import init
 from .mla import MLAAttention, MLAConfig
 
-__all__ = ["MLAAttention", "MLAConfig"]
+__all__ = ["MLAAttention", "MLAConfig", "init"]
