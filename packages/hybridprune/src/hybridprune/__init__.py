@@ -4,6 +4,13 @@ Group-aware structured pruning of transformers hybrid Mamba2 + attention models 
 see the README for what exists).
 """
 
+from hybridprune.importance import Importance, collect_importance
 from hybridprune.ranking import rank_attention_heads, rank_channels, rank_mamba
 
-__all__ = ["rank_attention_heads", "rank_channels", "rank_mamba"]
+__all__ = [
+    "Importance",
+    "collect_importance",
+    "rank_attention_heads",
+    "rank_channels",
+    "rank_mamba",
+]
