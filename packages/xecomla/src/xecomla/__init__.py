@@ -5,6 +5,22 @@ lazily, when built).
 """
 
 from . import init
+from .layout import (
+    HybridLayout,
+    kv_cache_bytes,
+    recurrent_state_bytes,
+    smart_select,
+    uniform_select,
+)
 from .mla import MLAAttention, MLAConfig
 
-__all__ = ["MLAAttention", "MLAConfig", "init"]
+__all__ = [
+    "HybridLayout",
+    "MLAAttention",
+    "MLAConfig",
+    "init",
+    "kv_cache_bytes",
+    "recurrent_state_bytes",
+    "smart_select",
+    "uniform_select",
+]
