@@ -1,0 +1,1 @@
+"""Public ops of multibitq: argument checks, autograd functions and backend dispatch."""

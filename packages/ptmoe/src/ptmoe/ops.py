@@ -1,0 +1,1 @@
+"""Public ops of ptmoe: argument checks, autograd functions and backend dispatch."""
