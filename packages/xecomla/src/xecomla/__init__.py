@@ -12,12 +12,14 @@ from .layout import (
     smart_select,
     uniform_select,
 )
+from .mamba2 import Mamba2FromAttention
 from .mla import MLAAttention, MLAConfig
 
 __all__ = [
     "HybridLayout",
     "MLAAttention",
     "MLAConfig",
+    "Mamba2FromAttention",
     "init",
     "kv_cache_bytes",
     "recurrent_state_bytes",

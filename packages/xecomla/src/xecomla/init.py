@@ -4,6 +4,8 @@
   code, re-derived from the spec): a truncated SVD of W_q for the query factors and a *joint* SVD
   of ``M = [W_k; W_v]`` (no head repetition) for the KV factors; the d_rope key dims are the
   head-mean of the last d_rope rows of W_k. ``o_proj`` is copied.
+* :func:`mamba_from_attention` — MambaInLlama's init: the x / B / C rows of ``in_proj`` take W_v /
+  W_k / W_q and ``out_proj`` takes W_o; z, dt, the conv, A and D stay at their random init.
 * :func:`energy_rank` — X-EcoMLA's energy-based rank, rounded up to a multiple of 8.
 
 The SVD runs in float64 (the official code uses float32 and full U/V; ``full_matrices=False`` here)
@@ -17,9 +19,10 @@ import math
 import torch
 from torch import nn
 
+from .mamba2 import Mamba2FromAttention
 from .mla import MLAAttention, MLAConfig, _llama_shape
 
-__all__ = ["energy_rank", "mla_from_attention"]
+__all__ = ["energy_rank", "mamba_from_attention", "mla_from_attention"]
 
 
 def energy_rank(
@@ -210,3 +213,52 @@ def mla_from_attention(
     mla.kv_b_proj.weight.copy_(kv_b.reshape(n_kv * (c.d_nope + d_h), c.r_kv))
     mla.o_proj.weight.copy_(attn.o_proj.weight)
     return mla
+
+
+@torch.no_grad()
+def mamba_from_attention(
+    attn, *, init: str = "attention", d_conv: int = 4, chunk_size: int = 64
+) -> Mamba2FromAttention:
+    """A :class:`Mamba2FromAttention` initialised from a Llama attention layer (a new module).
+
+    ``init="attention"``: in ``in_proj``, x ← W_v, B ← W_k, C ← W_q (bit for bit), and
+    ``out_proj`` ← W_o; the z and dt rows, the conv, A_log, dt_bias and D keep the layer's random
+    init (without decay, conv and gate the layer is linear attention with q = C, k = B, v = x:
+    why the copy helps; it is not function-preserving). ``init="random"``: nothing copied.
+
+    Example:
+        >>> from transformers import LlamaConfig
+        >>> from transformers.models.llama.modeling_llama import LlamaAttention
+        >>> llama = LlamaConfig(
+        ...     hidden_size=32,
+        ...     num_attention_heads=4,
+        ...     num_key_value_heads=2,
+        ...     num_hidden_layers=1,
+        ...     intermediate_size=64,
+        ...     vocab_size=16,
+        ... )
+        >>> attn = LlamaAttention(llama, 0)
+        >>> mamba = mamba_from_attention(attn)
+        >>> bool((mamba.in_proj.weight[32:48] == attn.v_proj.weight).all())
+        True
+    """
+    _check_attention(attn)
+    if init not in ("attention", "random"):
+        raise ValueError(f"init: expected 'attention' or 'random', got {init!r}")
+    weight = attn.q_proj.weight
+    mamba = Mamba2FromAttention(attn.config, attn.layer_idx, d_conv, chunk_size=chunk_size).to(
+        device=weight.device, dtype=weight.dtype
+    )
+    if init == "random":
+        return mamba
+    if any(getattr(attn, p).bias is not None for p in ("q_proj", "k_proj", "v_proj", "o_proj")):
+        raise ValueError(
+            "attn: the attention init needs bias-free projections (attention_bias=False)"
+        )
+    d_inner, d_xb = mamba.d_inner, mamba.d_xb
+    rows = mamba.in_proj.weight
+    rows[d_inner : d_inner + d_xb].copy_(attn.v_proj.weight)
+    rows[d_inner + d_xb : d_inner + 2 * d_xb].copy_(attn.k_proj.weight)
+    rows[d_inner + 2 * d_xb : 2 * d_inner + 2 * d_xb].copy_(attn.q_proj.weight)
+    mamba.out_proj.weight.copy_(attn.o_proj.weight)
+    return mamba
