@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from neurips25_core.bench import Context, Suite, compare, single_thread
 
-SUITE = Suite(name="multibitq", paper="Efficient Multi-bit Quantization Network Training via Weight Bias Correction and Bit-wise Coreset Sampling", url="https://arxiv.org/abs/2510.20673")
+SUITE = Suite(
+    name="multibitq",
+    paper="Efficient Multi-bit Quantization Network Training via Weight Bias Correction and Bit-wise Coreset Sampling",
+    url="https://arxiv.org/abs/2510.20673",
+)
 
 
 @SUITE.case("placeholder_speed", kind="speed")
