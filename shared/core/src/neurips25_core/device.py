@@ -15,6 +15,7 @@ import torch
 __all__ = [
     "best_device",
     "cuda_available",
+    "kernel_buffer",
     "triton_available",
     "triton_interpret",
     "triton_usable",
@@ -55,3 +56,19 @@ def use_triton_for(tensor: torch.Tensor) -> bool:
 def best_device() -> torch.device:
     """The fastest device available: ``cuda`` when present, else ``cpu``."""
     return torch.device("cuda" if cuda_available() else "cpu")
+
+
+def kernel_buffer(
+    *shape: int, dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu"
+) -> torch.Tensor:
+    """An output buffer a Triton kernel fills: NaN-poisoned under the interpreter, empty otherwise.
+
+    Under ``TRITON_INTERPRET=1`` (the CPU tests) every entry the kernel fails to write stays NaN
+    (integers: the dtype's minimum), so a missed tile shows up in the comparison against the
+    reference; on a GPU the buffer is ``torch.empty`` and costs nothing.
+    """
+    if triton_interpret():
+        from neurips25_core.testing import poisoned_empty
+
+        return poisoned_empty(*shape, dtype=dtype, device=device)
+    return torch.empty(*shape, dtype=dtype, device=device)

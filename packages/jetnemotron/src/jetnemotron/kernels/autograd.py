@@ -21,17 +21,14 @@ from jetnemotron.kernels.gdr_kernels import (
     _gdr_state_kernel,
 )
 from jetnemotron.reference import l2norm
-from neurips25_core.device import triton_interpret
-from neurips25_core.testing import poisoned_empty
+from neurips25_core.device import kernel_buffer
 
 __all__ = ["dynamic_conv_triton", "gated_delta_rule_triton"]
 
 
 def _buffer(*shape: int, device) -> torch.Tensor:
-    """A float32 buffer the kernels fill: NaN-poisoned under the interpreter (tests), empty on GPU."""
-    if triton_interpret():
-        return poisoned_empty(*shape, dtype=torch.float32, device=device)
-    return torch.empty(*shape, dtype=torch.float32, device=device)
+    """A float32 buffer the kernels fill (NaN-poisoned under the interpreter: core's kernel_buffer)."""
+    return kernel_buffer(*shape, dtype=torch.float32, device=device)
 
 
 def _pow2(n: int, floor: int = 16) -> int:

@@ -21,16 +21,14 @@ import torch
 import torch.nn.functional as F
 import triton
 
-from neurips25_core.device import triton_interpret
+from neurips25_core.device import kernel_buffer, triton_interpret
 
 __all__ = ["mlstm_triton"]
 
 
 def _buffer(*shape: int, device) -> torch.Tensor:
-    """A float32 buffer the kernels fill: NaN-poisoned under the interpreter (tests), empty on GPU."""
-    if triton_interpret():
-        return torch.full(shape, float("nan"), dtype=torch.float32, device=device)
-    return torch.empty(shape, dtype=torch.float32, device=device)
+    """A float32 buffer the kernels fill (NaN-poisoned under the interpreter: core's kernel_buffer)."""
+    return kernel_buffer(*shape, dtype=torch.float32, device=device)
 
 
 def _p2(x: int) -> int:
