@@ -1,3 +1,18 @@
-"""PT-MoE: An Efficient Finetuning Framework for Integrating Mixture-of-Experts into Prompt Tuning (NeurIPS 2025)."""
+"""PT-MoE: An Efficient Finetuning Framework for Integrating Mixture-of-Experts into Prompt Tuning (NeurIPS 2025).
 
-__all__: list[str] = []
+Routed low-rank prompt experts: ``P(x) = (Σ_{i∈topk} w_i A_i) B`` with a shared ``B``.
+"""
+
+from .config import PTMoEConfig
+from .ops import compose, masked_mean, route, svd_factors
+from .prompt import PromptMoE, PromptOutput
+
+__all__ = [
+    "PTMoEConfig",
+    "PromptMoE",
+    "PromptOutput",
+    "compose",
+    "masked_mean",
+    "route",
+    "svd_factors",
+]

@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from neurips25_core.bench import Context, Suite, compare, single_thread
 
-SUITE = Suite(name="ptmoe", paper="PT-MoE: An Efficient Finetuning Framework for Integrating Mixture-of-Experts into Prompt Tuning", url="https://arxiv.org/abs/2505.09519")
+SUITE = Suite(
+    name="ptmoe",
+    paper="PT-MoE: An Efficient Finetuning Framework for Integrating Mixture-of-Experts into Prompt Tuning",
+    url="https://arxiv.org/abs/2505.09519",
+)
 
 
 @SUITE.case("placeholder_speed", kind="speed")
