@@ -5,6 +5,7 @@ lazily, when built).
 """
 
 from . import init
+from .compose import compose, hybrid_cache
 from .layout import (
     HybridLayout,
     kv_cache_bytes,
@@ -20,6 +21,8 @@ __all__ = [
     "MLAAttention",
     "MLAConfig",
     "Mamba2FromAttention",
+    "compose",
+    "hybrid_cache",
     "init",
     "kv_cache_bytes",
     "recurrent_state_bytes",

@@ -77,8 +77,10 @@ class Mamba2FromAttention(nn.Module):
         chunk_size: chunk length of the SSD scan.
 
     Called like a transformers 5.x attention module: ``layer(hidden_states, position_embeddings,
-    attention_mask) -> (out, None)`` (full sequences from a zero state; positions and the causal
-    mask are implicit). ``step`` decodes one token from explicit (conv_state, ssm_state).
+    attention_mask, cache=None) -> (out, None)``; positions and the causal mask are implicit and
+    padding is not supported (the mask is ignored). With a ``cache`` whose layer ``layer_idx`` is a
+    transformers ``LinearAttentionLayer`` it continues and updates the conv window and the SSM
+    state. ``step`` decodes one token from explicit (conv_state, ssm_state).
 
     Example:
         >>> import torch
@@ -188,19 +190,36 @@ class Mamba2FromAttention(nn.Module):
     def forward(
         self, hidden_states, position_embeddings=None, attention_mask=None, cache=None, **kwargs
     ):
-        """``hidden_states`` [b, T, d] -> (out, None) from a zero state (training and scoring)."""
+        """``hidden_states`` [b, T, d] -> (out, None); from a zero state, or continuing ``cache``."""
         if cache is None:
             cache = kwargs.get("past_key_values")
-        if cache is not None:
-            raise ValueError(
-                "cache: Mamba2FromAttention does not read a transformers Cache yet; decode with step() "
-                "and explicit states (the hybrid cache comes with xecomla.compose, not built yet)"
-            )
         if hidden_states.dim() != 3 or hidden_states.shape[-1] != self.hidden_size:
             raise ValueError(
                 f"hidden_states: expected [B, T, {self.hidden_size}], got shape {list(hidden_states.shape)}"
             )
-        return self.mix(hidden_states)[0], None
+        if cache is None:
+            return self.mix(hidden_states)[0], None
+        from transformers.cache_utils import LinearAttentionCacheLayerMixin
+
+        layers = getattr(cache, "layers", None)
+        if (
+            layers is None
+            or len(layers) <= self.layer_idx
+            or not isinstance(layers[self.layer_idx], LinearAttentionCacheLayerMixin)
+        ):
+            raise ValueError(
+                f"cache: layer {self.layer_idx} of the cache must be a transformers LinearAttentionLayer "
+                "(build the cache with xecomla.hybrid_cache(model))"
+            )
+        conv_state = cache.get_conv_state(self.layer_idx)
+        ssm_state = cache.get_recurrent_state(self.layer_idx)
+        out, _, new_conv, new_ssm = self.mix(hidden_states, conv_state, ssm_state)
+        T = hidden_states.shape[1]
+        # the Cache layer pads a prefill's window and appends later raw inputs, keeping the last d_conv
+        new_inputs = new_conv if conv_state is None else new_conv[..., -min(T, self.d_conv) :]
+        cache.update_conv_state(new_inputs, self.layer_idx, conv_kernel_size=self.d_conv)
+        cache.update_recurrent_state(new_ssm, self.layer_idx)
+        return out, None
 
     def step(self, hidden_state, conv_state, ssm_state):
         """One decode token: ``hidden_state`` [b, d] -> (out [b, d], conv_state, ssm_state) (new tensors)."""
