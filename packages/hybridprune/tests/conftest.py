@@ -101,6 +101,36 @@ def make_nemotron_h():
 
 
 @pytest.fixture
+def fp64_norms(monkeypatch):
+    """Make NemotronH's RMSNorms keep float64 inputs in float64.
+
+    transformers' NemotronHRMSNorm and NemotronHRMSNormGated compute in float32 whatever the model
+    dtype, so a float64 model is only float32-exact: reordering channels moves its logits by ~1e-7.
+    The same math in the input's dtype makes the 1e-12 (float64) checks of slicing meaningful.
+    """
+    from transformers.models.nemotron_h import modeling_nemotron_h as nh
+
+    def norm(self, hidden_states):
+        dt = torch.promote_types(hidden_states.dtype, torch.float32)
+        h = hidden_states.to(dt)
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
+        return (self.weight.to(dt) * h).to(hidden_states.dtype)
+
+    def gated(self, hidden_states, gate=None):
+        dt = torch.promote_types(hidden_states.dtype, torch.float32)
+        h = hidden_states.to(dt)
+        if gate is not None:
+            h = h * torch.nn.functional.silu(gate.to(dt))
+        *prefix, last = h.shape
+        g = h.view(*prefix, last // self.group_size, self.group_size)
+        g = g * torch.rsqrt(g.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
+        return self.weight * g.view(*prefix, last).to(hidden_states.dtype)
+
+    monkeypatch.setattr(nh.NemotronHRMSNorm, "forward", norm)
+    monkeypatch.setattr(nh.NemotronHRMSNormGated, "forward", gated)
+
+
+@pytest.fixture
 def make_llama():
     return _llama
 

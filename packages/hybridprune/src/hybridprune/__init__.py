@@ -5,11 +5,16 @@ see the README for what exists).
 """
 
 from hybridprune.importance import Importance, collect_importance
+from hybridprune.prune import MAMBA_STRATEGIES, PruneTarget, count_params, prune
 from hybridprune.ranking import rank_attention_heads, rank_channels, rank_mamba
 
 __all__ = [
+    "MAMBA_STRATEGIES",
     "Importance",
+    "PruneTarget",
     "collect_importance",
+    "count_params",
+    "prune",
     "rank_attention_heads",
     "rank_channels",
     "rank_mamba",

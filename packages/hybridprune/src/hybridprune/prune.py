@@ -1,0 +1,478 @@
+"""Structured pruning of a transformers NemotronH hybrid: a new model from an edited config plus
+sliced weights (width: embedding channels, FFN neurons, attention heads, Mamba2 heads and head
+channels; depth: whole blocks).
+
+``prune`` = rank (``hybridprune.ranking``) + ``apply_plan`` (slicing with explicit, possibly
+permuted, index lists: the tests use permutations to check that slicing is exact).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field, fields
+
+import torch
+from torch import nn
+
+from hybridprune.importance import Importance, model_layout
+from hybridprune.ranking import rank_attention_heads, rank_channels, rank_mamba
+
+__all__ = [
+    "MAMBA_STRATEGIES",
+    "Plan",
+    "PruneTarget",
+    "apply_plan",
+    "count_params",
+    "make_plan",
+    "prune",
+]
+
+#: the ``mamba_strategy`` values implemented so far (the issue's baselines are not built yet)
+MAMBA_STRATEGIES = ("group_aware", "none")
+
+
+@dataclass(frozen=True)
+class PruneTarget:
+    """The pruned architecture; ``None`` keeps the teacher's value.
+
+    ``num_attention_heads`` counts query heads (KV heads are never removed); ``num_layers`` counts
+    blocks (one ``M``, ``*`` or ``-`` entry of the hybrid pattern).
+    """
+
+    hidden_size: int | None = None
+    intermediate_size: int | None = None
+    num_attention_heads: int | None = None
+    mamba_num_heads: int | None = None
+    mamba_head_dim: int | None = None
+    num_layers: int | None = None
+
+
+@dataclass
+class Plan:
+    """Explicit kept indices, in the order they are written into the new model.
+
+    ``layers`` lists kept block indices of the teacher (ascending); the per-layer dicts are keyed by
+    teacher block index. ``mamba`` maps a block to ``(heads, channels)``.
+    """
+
+    hidden: torch.Tensor
+    layers: list[int]
+    ffn: dict[int, torch.Tensor] = field(default_factory=dict)
+    attn_heads: dict[int, torch.Tensor] = field(default_factory=dict)
+    mamba: dict[int, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
+
+
+def _nemotron_only(model: nn.Module) -> None:
+    family, _ = model_layout(model)
+    if family != "nemotron_h":
+        raise TypeError(
+            f"model: prune supports NemotronHForCausalLM so far (got {type(model).__name__}; Llama/Qwen2 "
+            "and Mamba2 pruning are not built yet)"
+        )
+
+
+def _check_target(config, target: object) -> dict[str, int]:
+    if not isinstance(target, PruneTarget):
+        raise TypeError(f"target: expected a hybridprune.PruneTarget, got {type(target).__name__}")
+    have = {
+        "hidden_size": config.hidden_size,
+        "intermediate_size": config.intermediate_size,
+        "num_attention_heads": config.num_attention_heads,
+        "mamba_num_heads": config.mamba_num_heads,
+        "mamba_head_dim": config.mamba_head_dim,
+        "num_layers": len(config.layers_block_type),
+    }
+    out = {}
+    for f in fields(target):
+        v = getattr(target, f.name)
+        if v is None:
+            out[f.name] = have[f.name]
+            continue
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise TypeError(f"target.{f.name}: expected an int or None, got {type(v).__name__}")
+        if v < 1:
+            raise ValueError(f"target.{f.name}: must be >= 1, got {v}")
+        if v > have[f.name]:
+            raise ValueError(
+                f"target.{f.name}: {v} is above the model's {have[f.name]} (pruning cannot grow a model)"
+            )
+        out[f.name] = v
+    if out["mamba_num_heads"] % config.n_groups:
+        raise ValueError(
+            f"target.mamba_num_heads: must be a multiple of n_groups={config.n_groups} (the same number of "
+            f"heads is kept in every B/C group), got {out['mamba_num_heads']}"
+        )
+    if out["num_attention_heads"] % config.num_key_value_heads:
+        raise ValueError(
+            f"target.num_attention_heads: must be a multiple of num_key_value_heads={config.num_key_value_heads} "
+            f"(KV heads are never removed), got {out['num_attention_heads']}"
+        )
+    return out
+
+
+def _check_importance(model: nn.Module, importance: object) -> None:
+    if not isinstance(importance, Importance):
+        raise TypeError(
+            f"importance: expected a hybridprune.Importance, got {type(importance).__name__}"
+        )
+    cfg = model.config
+    types = cfg.layers_block_type
+    want = {
+        "ffn": {i: (cfg.intermediate_size,) for i, t in enumerate(types) if t == "mlp"},
+        "attn_heads": {
+            i: (cfg.num_attention_heads,) for i, t in enumerate(types) if t == "full_attention"
+        },
+        "mamba_x": {
+            i: (cfg.mamba_num_heads, cfg.mamba_head_dim)
+            for i, t in enumerate(types)
+            if t == "linear_attention"
+        },
+    }
+    for name, shapes in want.items():
+        got = {i: tuple(t.shape) for i, t in getattr(importance, name).items()}
+        if got != shapes:
+            raise ValueError(
+                f"importance: its {name} scores {got} do not fit this model ({shapes})"
+            )
+    if importance.hidden is None or tuple(importance.hidden.shape) != (cfg.hidden_size,):
+        raise ValueError(f"importance: hidden scores must have shape ({cfg.hidden_size},)")
+    if importance.depth is None or tuple(importance.depth.shape) != (len(types),):
+        raise ValueError(f"importance: depth scores must have shape ({len(types)},)")
+
+
+def make_plan(
+    model: nn.Module,
+    importance: Importance,
+    target: PruneTarget,
+    *,
+    mamba_strategy: str = "group_aware",
+) -> Plan:
+    """Rank everything (see ``prune``) and return the kept indices without building a model."""
+    _nemotron_only(model)
+    if mamba_strategy not in MAMBA_STRATEGIES:
+        raise ValueError(
+            f"mamba_strategy: expected one of {MAMBA_STRATEGIES} (the others are not built yet), got {mamba_strategy!r}"
+        )
+    cfg = model.config
+    t = _check_target(cfg, target)
+    _check_importance(model, importance)
+    if mamba_strategy == "none" and (t["mamba_num_heads"], t["mamba_head_dim"]) != (
+        cfg.mamba_num_heads,
+        cfg.mamba_head_dim,
+    ):
+        raise ValueError(
+            "target: mamba_strategy='none' keeps every Mamba2 head and channel; leave mamba_num_heads and mamba_head_dim None"
+        )
+    n_layers = len(cfg.layers_block_type)
+    order = torch.sort(importance.depth.double(), descending=True, stable=True).indices
+    layers = sorted(order[: t["num_layers"]].tolist())
+    plan = Plan(hidden=rank_channels(importance.hidden, t["hidden_size"]), layers=layers)
+    keep_per_kv = t["num_attention_heads"] // cfg.num_key_value_heads
+    for i in layers:
+        kind = cfg.layers_block_type[i]
+        if kind == "mlp":
+            plan.ffn[i] = rank_channels(importance.ffn[i], t["intermediate_size"])
+        elif kind == "full_attention":
+            plan.attn_heads[i] = rank_attention_heads(
+                importance.attn_heads[i], cfg.num_key_value_heads, keep_per_kv
+            )
+        elif kind == "linear_attention":
+            plan.mamba[i] = rank_mamba(
+                importance.mamba_x[i], cfg.n_groups, t["mamba_num_heads"], t["mamba_head_dim"]
+            )
+    assert n_layers >= len(layers)
+    return plan
+
+
+def _plan_config(config, plan: Plan):
+    """The teacher's config with the plan's sizes (all layers of a kind keep the same count)."""
+
+    def one(sizes, name, default):
+        sizes = set(sizes)
+        if len(sizes) > 1:
+            raise ValueError(f"plan: every layer must keep the same {name}, got {sorted(sizes)}")
+        return sizes.pop() if sizes else default
+
+    new = copy.deepcopy(config)
+    new.hidden_size = len(plan.hidden)
+    new.intermediate_size = one(
+        (len(v) for v in plan.ffn.values()), "intermediate_size", config.intermediate_size
+    )
+    new.num_attention_heads = one(
+        (len(v) for v in plan.attn_heads.values()),
+        "num_attention_heads",
+        config.num_attention_heads,
+    )
+    new.mamba_num_heads = one(
+        (len(h) for h, _ in plan.mamba.values()), "mamba_num_heads", config.mamba_num_heads
+    )
+    new.mamba_head_dim = one(
+        (len(c) for _, c in plan.mamba.values()), "mamba_head_dim", config.mamba_head_dim
+    )
+    new.layers_block_type = [config.layers_block_type[i] for i in plan.layers]
+    return new
+
+
+def _check_plan(config, plan: Plan) -> None:
+    if not isinstance(plan, Plan):
+        raise TypeError(f"plan: expected a hybridprune.prune.Plan, got {type(plan).__name__}")
+    n = len(config.layers_block_type)
+    if (
+        not plan.layers
+        or sorted(set(plan.layers)) != list(plan.layers)
+        or not all(0 <= i < n for i in plan.layers)
+    ):
+        raise ValueError(
+            f"plan: layers must be distinct ascending block indices in [0, {n}), got {plan.layers}"
+        )
+
+    def idx(name, t, size):
+        if (
+            not isinstance(t, torch.Tensor)
+            or t.ndim != 1
+            or len(t) == 0
+            or len(set(t.tolist())) != len(t)
+        ):
+            raise ValueError(f"plan: {name} must be a non-empty 1-D tensor of distinct indices")
+        if int(t.min()) < 0 or int(t.max()) >= size:
+            raise ValueError(f"plan: {name} has indices outside [0, {size})")
+
+    idx("hidden", plan.hidden, config.hidden_size)
+    per = config.mamba_num_heads // config.n_groups
+    for i in plan.layers:
+        kind = config.layers_block_type[i]
+        if kind == "mlp":
+            idx(f"ffn[{i}]", plan.ffn.get(i), config.intermediate_size)
+        elif kind == "full_attention":
+            heads = plan.attn_heads.get(i)
+            idx(f"attn_heads[{i}]", heads, config.num_attention_heads)
+            q_per_kv = config.num_attention_heads // config.num_key_value_heads
+            k = len(heads) // config.num_key_value_heads
+            if len(heads) % config.num_key_value_heads or (heads // q_per_kv).tolist() != [
+                g for g in range(config.num_key_value_heads) for _ in range(k)
+            ]:
+                raise ValueError(
+                    f"plan: attn_heads[{i}] must list the same number of heads for every KV head, group by group"
+                )
+        elif kind == "linear_attention":
+            heads, channels = plan.mamba.get(i, (None, None))
+            idx(f"mamba[{i}] heads", heads, config.mamba_num_heads)
+            idx(f"mamba[{i}] channels", channels, config.mamba_head_dim)
+            k = len(heads) // config.n_groups
+            if len(heads) % config.n_groups or (heads // per).tolist() != [
+                g for g in range(config.n_groups) for _ in range(k)
+            ]:
+                raise ValueError(
+                    f"plan: mamba[{i}] heads must list the same number of heads for every group, group by group"
+                )
+        else:
+            raise TypeError(
+                f"model: block {i} has the unsupported type {kind!r} (MoE is not supported)"
+            )
+
+
+@torch.no_grad()
+def apply_plan(model: nn.Module, plan: Plan) -> nn.Module:
+    """A new model of ``model``'s class from the edited config and the sliced weights.
+
+    Index lists are used in the order given (a permutation within a head, a group or the embedding
+    is exact; heads must stay listed group by group). The teacher is not modified.
+    """
+    _nemotron_only(model)
+    cfg = model.config
+    _check_plan(cfg, plan)
+    new_cfg = _plan_config(cfg, plan)
+    sd = model.state_dict()
+    hid = plan.hidden
+    P = cfg.mamba_head_dim
+    d_in = cfg.mamba_num_heads * P
+    gn = cfg.n_groups * cfg.ssm_state_size
+    hd = cfg.head_dim
+    out: dict[str, torch.Tensor] = {}
+
+    def cols(w, idx):
+        return w.index_select(1, idx)
+
+    def rows(w, idx):
+        return w.index_select(0, idx)
+
+    out["model.embeddings.weight"] = cols(sd["model.embeddings.weight"], hid)
+    out["model.norm_f.weight"] = rows(sd["model.norm_f.weight"], hid)
+    if "lm_head.weight" in sd:
+        out["lm_head.weight"] = cols(sd["lm_head.weight"], hid)
+    for j, i in enumerate(plan.layers):
+        src, dst = f"model.layers.{i}.", f"model.layers.{j}."
+        out[dst + "norm.weight"] = rows(sd[src + "norm.weight"], hid)
+        kind = cfg.layers_block_type[i]
+        m = src + "mixer."
+        n = dst + "mixer."
+        if kind == "mlp":
+            f = plan.ffn[i]
+            out[n + "up_proj.weight"] = cols(rows(sd[m + "up_proj.weight"], f), hid)
+            out[n + "down_proj.weight"] = cols(rows(sd[m + "down_proj.weight"], hid), f)
+            if m + "up_proj.bias" in sd:
+                out[n + "up_proj.bias"] = rows(sd[m + "up_proj.bias"], f)
+                out[n + "down_proj.bias"] = rows(sd[m + "down_proj.bias"], hid)
+        elif kind == "full_attention":
+            q = (plan.attn_heads[i][:, None] * hd + torch.arange(hd)).reshape(-1)
+            out[n + "q_proj.weight"] = cols(rows(sd[m + "q_proj.weight"], q), hid)
+            out[n + "k_proj.weight"] = cols(sd[m + "k_proj.weight"], hid)
+            out[n + "v_proj.weight"] = cols(sd[m + "v_proj.weight"], hid)
+            out[n + "o_proj.weight"] = cols(rows(sd[m + "o_proj.weight"], hid), q)
+        else:
+            heads, channels = plan.mamba[i]
+            idx = (heads[:, None] * P + channels[None, :]).reshape(-1)  # I = {h·P + p}
+            bc = torch.arange(2 * d_in, 2 * d_in + 2 * gn)
+            in_rows = torch.cat(
+                [idx, d_in + idx, bc, 2 * d_in + 2 * gn + heads]
+            )  # z[I] x[I] B C dt[H']
+            out[n + "in_proj.weight"] = cols(rows(sd[m + "in_proj.weight"], in_rows), hid)
+            if m + "in_proj.bias" in sd:
+                out[n + "in_proj.bias"] = rows(sd[m + "in_proj.bias"], in_rows)
+            conv_rows = torch.cat(
+                [idx, torch.arange(d_in, d_in + 2 * gn)]
+            )  # conv channels are [x | B | C]
+            out[n + "conv1d.weight"] = rows(sd[m + "conv1d.weight"], conv_rows)
+            if m + "conv1d.bias" in sd:
+                out[n + "conv1d.bias"] = rows(sd[m + "conv1d.bias"], conv_rows)
+            for name in ("A_log", "dt_bias", "D"):
+                out[n + name] = rows(sd[m + name], heads)
+            out[n + "norm.weight"] = rows(sd[m + "norm.weight"], idx)
+            out[n + "out_proj.weight"] = cols(rows(sd[m + "out_proj.weight"], hid), idx)
+            if m + "out_proj.bias" in sd:
+                out[n + "out_proj.bias"] = rows(sd[m + "out_proj.bias"], hid)
+    ref = next(model.parameters())
+    student = type(model)(new_cfg).to(device=ref.device, dtype=ref.dtype)
+    missing, unexpected = student.load_state_dict(out, strict=False)
+    tied = {"lm_head.weight"} if new_cfg.tie_word_embeddings else set()
+    if set(missing) - tied or unexpected:
+        raise RuntimeError(
+            f"apply_plan: sliced state dict does not fit the new model: missing {missing}, unexpected {unexpected}"
+        )
+    student.train(model.training)
+    return student
+
+
+def prune(
+    model: nn.Module,
+    importance: Importance,
+    target: PruneTarget,
+    *,
+    mamba_strategy: str = "group_aware",
+) -> nn.Module:
+    """Prune a ``NemotronHForCausalLM`` to ``target`` by importance (Minitron-SSM).
+
+    Embedding channels, FFN neurons, attention heads (within each KV group) and, with
+    ``mamba_strategy="group_aware"``, Mamba2 head channels (one set shared by all heads) and heads
+    (the same number in every B/C group) are ranked by ``importance``; the blocks with the lowest
+    depth importance are dropped. ``mamba_strategy="none"`` keeps every Mamba2 head and channel
+    (the paper's "FFN + embedding + depth only" comparison). Returns a new model of the same class
+    built from an edited config; ``model`` is not modified.
+
+    Raises:
+        TypeError: ``model`` is not a NemotronHForCausalLM, or ``target``/``importance`` have the wrong type.
+        ValueError: a target field is below 1 or above the model's size, ``mamba_num_heads`` is not a
+            multiple of ``n_groups``, ``num_attention_heads`` not a multiple of the KV heads, or
+            ``importance`` does not fit the model.
+    """
+    return apply_plan(model, make_plan(model, importance, target, mamba_strategy=mamba_strategy))
+
+
+def count_params(config) -> int:
+    """The exact parameter count of a NemotronH, Llama/Qwen2 or Mamba2 causal LM built from ``config``
+    (the analytic formula; tied embeddings counted once, where the model class really ties them).
+
+    Example:
+        >>> from transformers import LlamaConfig
+        >>> count_params(
+        ...     LlamaConfig(
+        ...         vocab_size=32,
+        ...         hidden_size=16,
+        ...         intermediate_size=24,
+        ...         num_hidden_layers=2,
+        ...         num_attention_heads=4,
+        ...         num_key_value_heads=2,
+        ...     )
+        ... )
+        4944
+    """
+    from transformers import PretrainedConfig
+
+    if not isinstance(config, PretrainedConfig):
+        raise TypeError(f"config: expected a transformers config, got {type(config).__name__}")
+    mt = config.model_type
+    d, V = config.hidden_size, config.vocab_size
+    tied = bool(config.tie_word_embeddings)
+    if mt == "nemotron_h":
+        from transformers import NemotronHForCausalLM
+
+        # transformers 5.24's NemotronHForCausalLM declares no tied weights (``_tied_weights_keys = {}``):
+        # tie_word_embeddings=True still builds a separate lm_head
+        tied = tied and bool(NemotronHForCausalLM._tied_weights_keys)
+    total = V * d + d + (0 if tied else V * d)  # embeddings, final norm, lm_head
+
+    def mamba(H, P, G, N, W, bias, conv_bias):
+        d_in = H * P
+        conv = d_in + 2 * G * N
+        proj = d_in + conv + H
+        return (
+            d * proj
+            + (proj if bias else 0)
+            + conv * W
+            + (conv if conv_bias else 0)
+            + 3 * H
+            + d_in
+            + d_in * d
+            + (d if bias else 0)
+        )
+
+    if mt == "nemotron_h":
+        hd = config.head_dim
+        for kind in config.layers_block_type:
+            total += d  # block pre-norm
+            if kind == "linear_attention":
+                total += mamba(
+                    config.mamba_num_heads,
+                    config.mamba_head_dim,
+                    config.n_groups,
+                    config.ssm_state_size,
+                    config.conv_kernel,
+                    config.use_bias,
+                    config.use_conv_bias,
+                )
+            elif kind == "full_attention":  # NemotronHAttention has no biases
+                total += d * hd * (2 * config.num_attention_heads + 2 * config.num_key_value_heads)
+            elif kind == "mlp":
+                f = config.intermediate_size
+                total += 2 * d * f + ((f + d) if config.mlp_bias else 0)
+            else:
+                raise ValueError(f"config: block type {kind!r} is not supported (MoE)")
+        return total
+    if mt in ("llama", "qwen2"):
+        hd = getattr(config, "head_dim", None) or d // config.num_attention_heads
+        nq, nkv, f = (
+            config.num_attention_heads,
+            config.num_key_value_heads,
+            config.intermediate_size,
+        )
+        per = d * hd * (2 * nq + 2 * nkv) + 3 * d * f + 2 * d
+        if mt == "qwen2":
+            per += hd * (nq + 2 * nkv)  # q/k/v biases
+        else:
+            per += (hd * (nq + 2 * nkv) + d) if config.attention_bias else 0
+            per += (2 * f + d) if config.mlp_bias else 0
+        return total + config.num_hidden_layers * per
+    if mt == "mamba2":
+        per = d + mamba(
+            config.num_heads,
+            config.head_dim,
+            config.n_groups,
+            config.state_size,
+            config.conv_kernel,
+            config.use_bias,
+            config.use_conv_bias,
+        )
+        return total + config.num_hidden_layers * per
+    raise TypeError(
+        f"config: expected a NemotronH, Llama, Qwen2 or Mamba2 config, got {type(config).__name__}"
+    )
