@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from multibitq.modules import MultiBitConfig, convert_, resnet_multibit, set_bits, using_bits
 from multibitq.ops import check_bits, correct_weight_bias, quantize_activation, quantize_weight
+from torch import nn
 
 
 @pytest.mark.parametrize("bits", [0, 9, 16, 33, -1])
@@ -49,3 +51,64 @@ def test_correction_bad_shapes_and_options():
         correct_weight_bias(w, w.clone(), mode="var")
     with pytest.raises(TypeError, match="stats_grad"):
         correct_weight_bias(w, w.clone(), stats_grad=1)
+
+
+# ----- modules -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"bits": (1, 9)}, ValueError, "bits: expected an int in 1-8 or 32"),
+        ({"bits": (0,)}, ValueError, "bits: expected an int in 1-8 or 32"),
+        ({"bits": (16, 32)}, ValueError, "bits: expected an int in 1-8 or 32"),
+        ({"bits": ()}, ValueError, "bits: expected at least one"),
+        ({"bits": (4, 4)}, ValueError, "bits: expected distinct"),
+        ({"bits": 4}, TypeError, "bits: expected a sequence"),
+        ({"bits": (2.5,)}, TypeError, "bits: expected an int"),
+        ({"prune_rate": 1.0}, ValueError, r"prune_rate: expected a float in \[0, 1\)"),
+        ({"prune_rate": -0.1}, ValueError, "prune_rate"),
+        ({"prune_rate": float("nan")}, ValueError, "prune_rate"),
+        ({"prune_rate": "0.5"}, TypeError, "prune_rate"),
+        ({"correction": "var"}, ValueError, "correction: expected one of"),
+        ({"bn": "sync"}, ValueError, "bn: expected one of"),
+        ({"score": "loss"}, ValueError, "score: expected one of"),
+        ({"selection": "greedy"}, ValueError, "selection: expected one of"),
+        ({"granularity": "row"}, ValueError, "granularity: expected one of"),
+        ({"rescore_every": 0}, ValueError, "rescore_every: expected an int >= 1"),
+        ({"rescore_every": 1.5}, TypeError, "rescore_every: expected an int"),
+        ({"seed": None}, TypeError, "seed: expected an int"),
+        ({"stats_grad": "yes"}, TypeError, "stats_grad: expected a bool"),
+    ],
+)
+def test_config_bad_input(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        MultiBitConfig(**kwargs)
+
+
+def test_config_sorts_bits_descending():
+    assert MultiBitConfig(bits=(2, 32, 4)).bits == (32, 4, 2)
+
+
+def test_convert_and_using_bits_bad_input():
+    model = resnet_multibit(depth=8, in_channels=1, width=4)
+    with pytest.raises(TypeError, match="cfg: expected a MultiBitConfig"):
+        convert_(model, {"bits": (2, 32)})
+    with pytest.raises(TypeError, match=r"model: expected an nn\.Module"):
+        convert_("resnet", MultiBitConfig())
+    with pytest.raises(ValueError, match="model: has no multi-bit layers"):
+        using_bits(model, 2).__enter__()
+    with pytest.raises(ValueError, match="model: has no Conv2d or Linear to quantize"):
+        convert_(nn.Sequential(nn.Conv2d(1, 2, 3), nn.ReLU(), nn.Linear(2, 2)), MultiBitConfig())
+    convert_(model, MultiBitConfig())
+    with pytest.raises(ValueError, match="model: is already multi-bit"):
+        convert_(model, MultiBitConfig())
+    for bits in (0, 9, 16):
+        with pytest.raises(ValueError, match="bits: expected an int in 1-8 or 32"):
+            using_bits(model, bits).__enter__()
+        with pytest.raises(ValueError, match="bits"):
+            set_bits(model, bits)
+    with pytest.raises(ValueError, match="depth: expected 6n"):
+        resnet_multibit(depth=10)
+    with pytest.raises(TypeError, match="width: expected an int"):
+        resnet_multibit(width=16.0)
