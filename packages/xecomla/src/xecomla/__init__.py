@@ -6,6 +6,7 @@ lazily, when built).
 
 from . import init
 from .compose import compose, hybrid_cache
+from .distill import distill, ild, kl_divergence, layer_sensitivity
 from .layout import (
     HybridLayout,
     kv_cache_bytes,
@@ -22,9 +23,13 @@ __all__ = [
     "MLAConfig",
     "Mamba2FromAttention",
     "compose",
+    "distill",
     "hybrid_cache",
+    "ild",
     "init",
+    "kl_divergence",
     "kv_cache_bytes",
+    "layer_sensitivity",
     "recurrent_state_bytes",
     "smart_select",
     "uniform_select",
