@@ -4,6 +4,7 @@ Group-aware structured pruning of transformers hybrid Mamba2 + attention models 
 see the README for what exists).
 """
 
+from hybridprune.distill import distill, kd_loss
 from hybridprune.importance import Importance, collect_importance
 from hybridprune.prune import MAMBA_STRATEGIES, PruneTarget, count_params, prune
 from hybridprune.ranking import rank_attention_heads, rank_channels, rank_mamba
@@ -14,6 +15,8 @@ __all__ = [
     "PruneTarget",
     "collect_importance",
     "count_params",
+    "distill",
+    "kd_loss",
     "prune",
     "rank_attention_heads",
     "rank_channels",
