@@ -5,9 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from multibitq.data import BitwiseCoresetSampler, importance_scores
 from multibitq.modules import MultiBitConfig, convert_, resnet_multibit, set_bits, using_bits
 from multibitq.ops import check_bits, correct_weight_bias, quantize_activation, quantize_weight
 from torch import nn
+from torch.utils.data import TensorDataset
 
 
 @pytest.mark.parametrize("bits", [0, 9, 16, 33, -1])
@@ -112,3 +114,58 @@ def test_convert_and_using_bits_bad_input():
         resnet_multibit(depth=10)
     with pytest.raises(TypeError, match="width: expected an int"):
         resnet_multibit(width=16.0)
+
+
+# ----- data ----------------------------------------------------------------------------------
+
+
+def _converted():
+    return convert_(
+        resnet_multibit(depth=8, in_channels=1, num_classes=3, width=4), MultiBitConfig()
+    )
+
+
+def test_importance_scores_bad_input():
+    model = _converted()
+    x, y = torch.randn(4, 1, 8, 8), torch.tensor([0, 1, 2, 0])
+    with pytest.raises(ValueError, match="dataset: expected labeled samples"):
+        importance_scores(model, TensorDataset(x), 2)
+    with pytest.raises(ValueError, match="dataset: expected integer class labels"):
+        importance_scores(model, TensorDataset(x, y.float()), 2)
+    with pytest.raises(TypeError, match="dataset: expected a torch Dataset"):
+        importance_scores(model, x, 2)
+    with pytest.raises(ValueError, match=r"dataset: labels must lie in \[0, 3\)"):
+        importance_scores(model, (x, torch.tensor([0, 1, 3, 0])), 2)
+    with pytest.raises(ValueError, match="bits: expected an int in 1-8 or 32"):
+        importance_scores(model, (x, y), 12)
+    with pytest.raises(ValueError, match="score: expected one of"):
+        importance_scores(model, (x, y), 2, score="loss")
+    with pytest.raises(ValueError, match="model: has no multi-bit layers"):
+        importance_scores(resnet_multibit(depth=8, in_channels=1), (x, y), 2)
+
+
+def test_sampler_bad_input():
+    labels = torch.tensor([0, 1, 2, 0, 1, 2, 0])
+    with pytest.raises(ValueError, match=r"k: expected between the number of classes \(3\)"):
+        BitwiseCoresetSampler(labels, k=2, bits=(2,))
+    with pytest.raises(ValueError, match="k: expected between"):
+        BitwiseCoresetSampler(labels, k=8, bits=(2,))
+    with pytest.raises(TypeError, match="k: expected an int"):
+        BitwiseCoresetSampler(labels, k=3.0, bits=(2,))
+    with pytest.raises(ValueError, match="labels: expected a 1-D integer tensor"):
+        BitwiseCoresetSampler(labels.float(), k=3, bits=(2,))
+    with pytest.raises(TypeError, match="labels: expected a 1-D integer tensor"):
+        BitwiseCoresetSampler([0, 1], k=2, bits=(2,))
+    with pytest.raises(ValueError, match="bits: expected an int in 1-8 or 32"):
+        BitwiseCoresetSampler(labels, k=3, bits=(2, 16))
+    with pytest.raises(ValueError, match="selection: expected one of"):
+        BitwiseCoresetSampler(labels, k=3, bits=(2,), selection="greedy")
+    sampler = BitwiseCoresetSampler(labels, k=3, bits=(2,))
+    with pytest.raises(ValueError, match="bits: expected one of the sampler's"):
+        sampler.select(4)
+    with pytest.raises(ValueError, match=r"scores: expected a tensor of shape \(7,\)"):
+        sampler.select(2, torch.ones(6))
+    with pytest.raises(ValueError, match="scores: expected finite non-negative"):
+        sampler.select(2, -torch.ones(7))
+    with pytest.raises(ValueError, match="round: expected a non-negative int"):
+        sampler.select(2, round=-1)

@@ -1,5 +1,6 @@
 """Efficient Multi-bit Quantization Network Training via Weight Bias Correction and Bit-wise Coreset Sampling (NeurIPS 2025)."""
 
+from multibitq.data import BitwiseCoresetSampler, class_quotas, importance_scores
 from multibitq.modules import (
     MultiBitConfig,
     QAct,
@@ -22,15 +23,18 @@ from multibitq.ops import (
 
 __all__ = [
     "SUPPORTED_BITS",
+    "BitwiseCoresetSampler",
     "MultiBitConfig",
     "QAct",
     "QConv2d",
     "QLinear",
     "SwitchableBatchNorm2d",
     "check_bits",
+    "class_quotas",
     "convert_",
     "correct_weight_bias",
     "current_bits",
+    "importance_scores",
     "quantize_activation",
     "quantize_weight",
     "resnet_multibit",

@@ -69,9 +69,15 @@ def _check_float_tensor(t: Any, name: str) -> None:
 class RoundSTE(torch.autograd.Function):
     """``torch.round`` (half to even) forward, identity backward (straight-through estimator)."""
 
+    generate_vmap_rule = True  # so torch.func (per-sample gradients) can vmap over it
+
     @staticmethod
-    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
+    def forward(x: torch.Tensor) -> torch.Tensor:
         return torch.round(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output) -> None:
+        pass
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
