@@ -8,6 +8,7 @@ from hybridprune.distill import distill, kd_loss
 from hybridprune.importance import Importance, collect_importance
 from hybridprune.prune import MAMBA_STRATEGIES, PruneTarget, count_params, prune
 from hybridprune.ranking import rank_attention_heads, rank_channels, rank_mamba
+from hybridprune.search import search
 
 __all__ = [
     "MAMBA_STRATEGIES",
@@ -21,4 +22,5 @@ __all__ = [
     "rank_attention_heads",
     "rank_channels",
     "rank_mamba",
+    "search",
 ]
