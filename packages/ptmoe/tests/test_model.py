@@ -8,28 +8,10 @@ import os
 import pytest
 import torch
 from ptmoe import PTMoEConfig, PTMoEModel, get_peft_model
-from transformers import LlamaConfig, LlamaForCausalLM
 
 from neurips25_core.testing import assert_close
 
 VOCAB = 48
-
-
-def tiny_llama(hidden=32, seed=0):
-    torch.manual_seed(seed)
-    config = LlamaConfig(
-        vocab_size=VOCAB,
-        hidden_size=hidden,
-        intermediate_size=2 * hidden,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=128,
-        pad_token_id=0,
-        bos_token_id=1,
-        eos_token_id=2,
-    )
-    return LlamaForCausalLM(config).eval()
 
 
 def _cfg(**kw):
@@ -38,15 +20,7 @@ def _cfg(**kw):
     return PTMoEConfig(**base)
 
 
-def _batch(seed=0, batch=3, length=9):
-    g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(3, VOCAB, (batch, length), generator=g)
-    labels = ids.clone()
-    labels[:, :5] = -100  # the first 5 tokens are the source, the rest the answer
-    return ids, labels
-
-
-def test_only_the_prompt_is_trainable_and_the_base_is_bitwise_unchanged():
+def test_only_the_prompt_is_trainable_and_the_base_is_bitwise_unchanged(tiny_llama, make_batch):
     base = tiny_llama()
     before = {k: v.clone() for k, v in base.state_dict().items()}
     model = get_peft_model(base, _cfg())
@@ -60,7 +34,7 @@ def test_only_the_prompt_is_trainable_and_the_base_is_bitwise_unchanged():
     assert model.get_nb_trainable_parameters()[0] == _cfg().num_parameters(32)
     model.train()
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
-    ids, labels = _batch()
+    ids, labels = make_batch()
     start = model.prompt_encoder.A.detach().clone()
     for _ in range(3):
         loss = model(input_ids=ids, labels=labels).loss
@@ -73,9 +47,9 @@ def test_only_the_prompt_is_trainable_and_the_base_is_bitwise_unchanged():
     assert model.unload() is base
 
 
-def test_prepend_labels_and_loss():
+def test_prepend_labels_and_loss(tiny_llama, make_batch):
     model = get_peft_model(tiny_llama(), _cfg()).eval()
-    ids, labels = _batch()
+    ids, labels = make_batch()
     out = model(input_ids=ids, labels=labels)
     assert out.logits.shape == (3, 5 + 9, VOCAB)
     # The loss is the base's own shifted cross-entropy on [-100]*T + labels.
@@ -86,9 +60,9 @@ def test_prepend_labels_and_loss():
     assert_close(out.loss, ref, rtol=1e-6)
 
 
-def test_default_source_mask_keeps_answers_out_of_the_router():
+def test_default_source_mask_keeps_answers_out_of_the_router(tiny_llama, make_batch):
     model = get_peft_model(tiny_llama(), _cfg(num_experts=4)).eval()
-    ids, labels = _batch()
+    ids, labels = make_batch()
     model(input_ids=ids, labels=labels)
     ref = model.last_routing
     ids2 = ids.clone()
@@ -102,7 +76,7 @@ def test_default_source_mask_keeps_answers_out_of_the_router():
     assert not torch.equal(model.last_routing.logits, ref.logits)
 
 
-def test_left_and_right_padding_agree():
+def test_left_and_right_padding_agree(tiny_llama):
     model = get_peft_model(tiny_llama(), _cfg()).eval()
     ids = torch.tensor([[5, 9, 12, 7, 30, 4]])
     ref = model(input_ids=ids).logits[0, 5:]
@@ -114,7 +88,7 @@ def test_left_and_right_padding_agree():
     assert_close(left.logits[0, 8:], ref, rtol=1e-5)
 
 
-def test_kv_cache_generate_equals_full_recompute():
+def test_kv_cache_generate_equals_full_recompute(tiny_llama):
     model = get_peft_model(tiny_llama(), _cfg()).eval()
     ids = torch.tensor([[5, 9, 12, 7], [3, 8, 40, 22]])
     out = model.generate(input_ids=ids, max_new_tokens=8, do_sample=False, min_new_tokens=8)
@@ -131,7 +105,7 @@ def test_kv_cache_generate_equals_full_recompute():
     assert torch.equal(out, seq)
 
 
-def test_save_holds_only_adapter_tensors_and_reloads_identically(tmp_path):
+def test_save_holds_only_adapter_tensors_and_reloads_identically(tmp_path, tiny_llama, make_batch):
     model = get_peft_model(tiny_llama(), _cfg())
     with torch.no_grad():
         model.prompt_encoder.A.add_(0.05)  # differ from any fresh init
@@ -143,7 +117,7 @@ def test_save_holds_only_adapter_tensors_and_reloads_identically(tmp_path):
     assert set(saved) == {"A", "B", "router.weight", "router.bias"}
     assert json.loads((tmp_path / "adapter_config.json").read_text())["token_dim"] == 32
     model.eval()
-    ids, labels = _batch()
+    ids, labels = make_batch()
     ref = model(input_ids=ids, labels=labels).logits
     loaded = PTMoEModel.from_pretrained(tiny_llama(), tmp_path)
     assert not loaded.training
@@ -153,7 +127,7 @@ def test_save_holds_only_adapter_tensors_and_reloads_identically(tmp_path):
     assert trainable.get_nb_trainable_parameters()[0] == _cfg().num_parameters(32)
 
 
-def test_mismatched_checkpoints_are_refused(tmp_path):
+def test_mismatched_checkpoints_are_refused(tmp_path, tiny_llama):
     get_peft_model(tiny_llama(), _cfg()).save_pretrained(tmp_path)
     with pytest.raises(
         ValueError,
@@ -174,12 +148,12 @@ def test_mismatched_checkpoints_are_refused(tmp_path):
         PTMoEModel.from_pretrained(tiny_llama(), tmp_path / "missing")
 
 
-def test_print_trainable_parameters_and_routing_stats(capsys):
+def test_print_trainable_parameters_and_routing_stats(capsys, tiny_llama, make_batch):
     model = get_peft_model(tiny_llama(), _cfg(num_experts=2, rank=3)).eval()
     model.print_trainable_parameters()
     n = _cfg(num_experts=2, rank=3).num_parameters(32)
     assert capsys.readouterr().out.startswith(f"trainable params: {n:,d} || all params: ")
-    ids, labels = _batch(batch=4)
+    ids, labels = make_batch(batch=4)
     model(input_ids=ids, labels=labels, domains=["a", "a", "b", "b"])
     stats = model.routing_stats(reset=True)
     assert stats["examples"] == 4 and sum(stats["top1"]) == 4
@@ -193,9 +167,9 @@ def test_print_trainable_parameters_and_routing_stats(capsys):
     assert model.routing_stats()["examples"] == 0
 
 
-def test_adapter_bad_input():
+def test_adapter_bad_input(tiny_llama, make_batch):
     model = get_peft_model(tiny_llama(), _cfg())
-    ids, labels = _batch()
+    ids, labels = make_batch()
     with pytest.raises(ValueError, match=r"source_mask: expected the shape of input_ids \(3, 9\)"):
         model(input_ids=ids, labels=labels, source_mask=torch.ones(3, 8))
     with pytest.raises(ValueError, match="attention_mask: expected the shape of input_ids"):
@@ -210,7 +184,7 @@ def test_adapter_bad_input():
         get_peft_model(tiny_llama(), {"prompt_length": 4})
 
 
-def test_init_text_through_a_tokenizer():
+def test_init_text_through_a_tokenizer(tiny_llama):
     def tokenizer(text):  # a byte tokenizer with the call convention of transformers'
         return {"input_ids": [3 + (b % (VOCAB - 3)) for b in text.encode()]}
 
@@ -221,7 +195,7 @@ def test_init_text_through_a_tokenizer():
     assert_close(model.prompt_encoder.A[0] @ model.prompt_encoder.B, E, rtol=1e-5)
 
 
-def test_matches_peft_prompt_tuning_with_the_same_prompt():
+def test_matches_peft_prompt_tuning_with_the_same_prompt(tiny_llama, make_batch):
     peft = pytest.importorskip("peft", reason="peft (the `peers` extra) is not installed")
     base = tiny_llama()
     # N = 1 uniform, R = T: the prompt is A B, set to a known matrix.
@@ -234,14 +208,14 @@ def test_matches_peft_prompt_tuning_with_the_same_prompt():
     prompt = ours.prompt_encoder.A[0] @ ours.prompt_encoder.B
     with torch.no_grad():
         theirs.prompt_encoder["default"].embedding.weight.copy_(prompt)
-    ids, labels = _batch()
+    ids, labels = make_batch()
     a = ours(input_ids=ids, labels=labels)
     b = theirs(input_ids=ids, labels=labels)
     assert_close(a.logits, b.logits, rtol=1e-6)
     assert_close(a.loss, b.loss, rtol=1e-6)
 
 
-def test_left_padded_generate_equals_unpadded():
+def test_left_padded_generate_equals_unpadded(tiny_llama):
     model = get_peft_model(tiny_llama(), _cfg()).eval()
     kw = {"max_new_tokens": 8, "min_new_tokens": 8, "do_sample": False}
     ref = model.generate(input_ids=torch.tensor([[5, 9, 12, 7]]), **kw)

@@ -27,7 +27,7 @@ from torch import nn
 from .config import PTMoEConfig
 from .prompt import PromptMoE, PromptOutput
 
-__all__ = ["ADAPTER_WEIGHTS_NAME", "PTMoEModel", "get_peft_model"]
+__all__ = ["ADAPTER_WEIGHTS_NAME", "PTMoEModel", "PromptTunedModel", "get_peft_model"]
 
 ADAPTER_WEIGHTS_NAME = "adapter_model.safetensors"
 
@@ -36,51 +36,37 @@ def _hidden_size(model: nn.Module) -> int:
     return model.get_input_embeddings().embedding_dim
 
 
-class PTMoEModel(nn.Module):
-    """A frozen causal LM with a PT-MoE prompt in front of its input embeddings.
+def _check_model(model) -> None:
+    if not isinstance(model, nn.Module) or not hasattr(model, "get_input_embeddings"):
+        raise TypeError(
+            "model: expected a transformers causal LM (get_input_embeddings), "
+            f"got {type(model).__name__}"
+        )
 
-    Build it with :func:`get_peft_model` or :meth:`from_pretrained`. Only ``prompt_encoder``
-    (``A``, ``B``, the router) is trainable; the base model is frozen and never modified.
+
+class PromptTunedModel(nn.Module):
+    """A frozen causal LM with a prompt encoder in front of its input embeddings.
+
+    The prepend machinery shared by PT-MoE and the baselines (:mod:`ptmoe.baselines`): the
+    encoder maps ``(inputs_embeds [b, S, H], source mask [b, S])`` to a :class:`PromptOutput`
+    whose ``prompts [b, T, H]`` are prepended. The base model is frozen and never modified.
 
     Attributes:
         base_model: the wrapped transformers causal LM.
-        prompt_encoder: the :class:`PromptMoE`.
-        peft_config: the :class:`PTMoEConfig` (``token_dim`` filled in).
+        prompt_encoder: the encoder (``prompt_length`` and ``num_experts`` attributes).
         last_routing: the :class:`PromptOutput` of the latest forward (detached).
     """
 
-    def __init__(
-        self,
-        model: nn.Module,
-        config: PTMoEConfig,
-        tokenizer=None,
-        generator: torch.Generator | None = None,
-    ) -> None:
+    def __init__(self, model: nn.Module, prompt_encoder: nn.Module) -> None:
         super().__init__()
-        if not isinstance(config, PTMoEConfig):
-            raise TypeError(f"config: expected a PTMoEConfig, got {type(config).__name__}")
-        if not isinstance(model, nn.Module) or not hasattr(model, "get_input_embeddings"):
-            raise TypeError(
-                f"model: expected a transformers causal LM (get_input_embeddings), got {type(model).__name__}"
-            )
-        hidden = _hidden_size(model)
-        if config.token_dim is not None and config.token_dim != hidden:
-            raise ValueError(
-                f"model: the config is for hidden size token_dim={config.token_dim}, the model has {hidden}"
-            )
-        config = dataclasses.replace(config, token_dim=hidden)
-        init_ids = None
-        if config.init_text is not None and config.init == "svd":
-            if tokenizer is None:
-                raise ValueError("tokenizer: init_text needs a tokenizer to turn it into token ids")
-            init_ids = torch.as_tensor(tokenizer(config.init_text)["input_ids"]).flatten()
+        _check_model(model)
+        for name in ("prompt_length", "num_experts"):
+            if not isinstance(getattr(prompt_encoder, name, None), int):
+                raise TypeError(f"prompt_encoder: expected an int attribute {name!r}")
         for p in model.parameters():
             p.requires_grad_(False)
         self.base_model = model
-        self.peft_config = config
-        self.prompt_encoder = PromptMoE(
-            model.get_input_embeddings(), config, init_ids=init_ids, generator=generator
-        )
+        self.prompt_encoder = prompt_encoder
         self.last_routing: PromptOutput | None = None
         self._stats = self._empty_stats()
 
@@ -120,7 +106,7 @@ class PTMoEModel(nn.Module):
         embeds = self.base_model.get_input_embeddings()(input_ids)
         routing = self.prompt_encoder(inputs_embeds=embeds, mask=source_mask)
         self._record(routing, domains)
-        t = self.peft_config.prompt_length
+        t = self.prompt_encoder.prompt_length
         prompts = routing.prompts.to(embeds.dtype)
         inputs_embeds = torch.cat([prompts, embeds], dim=1)
         ones = torch.ones(shape[0], t, dtype=attention_mask.dtype, device=attention_mask.device)
@@ -201,7 +187,7 @@ class PTMoEModel(nn.Module):
 
     # ------------------------------------------------------------------ routing statistics
     def _empty_stats(self):
-        n = self.peft_config.num_experts
+        n = self.prompt_encoder.num_experts
         return {
             "examples": 0,
             "load": torch.zeros(n, dtype=torch.float64),
@@ -248,6 +234,47 @@ class PTMoEModel(nn.Module):
         if reset:
             self._stats = self._empty_stats()
         return out
+
+
+class PTMoEModel(PromptTunedModel):
+    """A frozen causal LM with a PT-MoE prompt in front of its input embeddings.
+
+    Build it with :func:`get_peft_model` or :meth:`from_pretrained`. Only ``prompt_encoder``
+    (``A``, ``B``, the router) is trainable; the base model is frozen and never modified.
+
+    Attributes:
+        base_model: the wrapped transformers causal LM.
+        prompt_encoder: the :class:`PromptMoE`.
+        peft_config: the :class:`PTMoEConfig` (``token_dim`` filled in).
+        last_routing: the :class:`PromptOutput` of the latest forward (detached).
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        config: PTMoEConfig,
+        tokenizer=None,
+        generator: torch.Generator | None = None,
+    ) -> None:
+        if not isinstance(config, PTMoEConfig):
+            raise TypeError(f"config: expected a PTMoEConfig, got {type(config).__name__}")
+        _check_model(model)
+        hidden = _hidden_size(model)
+        if config.token_dim is not None and config.token_dim != hidden:
+            raise ValueError(
+                f"model: the config is for hidden size token_dim={config.token_dim}, the model has {hidden}"
+            )
+        config = dataclasses.replace(config, token_dim=hidden)
+        init_ids = None
+        if config.init_text is not None and config.init == "svd":
+            if tokenizer is None:
+                raise ValueError("tokenizer: init_text needs a tokenizer to turn it into token ids")
+            init_ids = torch.as_tensor(tokenizer(config.init_text)["input_ids"]).flatten()
+        encoder = PromptMoE(
+            model.get_input_embeddings(), config, init_ids=init_ids, generator=generator
+        )
+        super().__init__(model, encoder)
+        self.peft_config = config
 
     # ------------------------------------------------------------------ save / load
     def save_pretrained(self, save_directory: str | os.PathLike) -> None:

@@ -77,6 +77,8 @@ class PromptMoE(nn.Module):
         if not isinstance(config, PTMoEConfig):
             raise TypeError(f"config: expected a PTMoEConfig, got {type(config).__name__}")
         self.config = config
+        self.prompt_length = config.prompt_length
+        self.num_experts = config.num_experts
         self._embedding = (embedding,)  # a tuple: not a submodule, so not in state_dict
         weight = embedding.weight.detach()
         vocab, hidden = weight.shape
