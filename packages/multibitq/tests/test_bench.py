@@ -1,0 +1,21 @@
+"""The benchmark suite declares its cases and the speed case records a same-run baseline."""
+
+from __future__ import annotations
+
+from multibitq.bench import SUITE
+
+from neurips25_core.cli import run_case
+
+
+def test_suite_cases():
+    assert SUITE.name == "multibitq"
+    assert [c.name for c in SUITE.cases] == ["correction_overhead"]
+
+
+def test_correction_overhead_smoke_records_ours_against_joint(tmp_path):
+    case = next(c for c in SUITE.cases if c.name == "correction_overhead")
+    results = run_case(SUITE, case, "smoke", tmp_path, log=lambda _msg: None)
+    by_impl = {r.params["impl"]: r for r in results}
+    assert set(by_impl) == {"joint (no correction)", "ours (mean_var correction)"}
+    ours = by_impl["ours (mean_var correction)"]
+    assert ours.baseline == "joint (no correction)" and ours.value > 0 and ours.baseline_value > 0
