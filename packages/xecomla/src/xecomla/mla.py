@@ -132,6 +132,9 @@ class MLAAttention(nn.Module):
             RoPE theta, ``attention_bias`` for ``o_proj``, ``_attn_implementation``).
         layer_idx: this layer's index in a ``transformers.Cache``.
         absorb: decode a non-empty cache with the absorbed path (default) rather than decompressing.
+        backend: of the one-token absorbed decode (:func:`xecomla.ops.mla_decode`): None (Triton on
+            CUDA, torch on CPU), ``"torch"``, ``"triton"``; used when no attention mask is passed
+            (a padded batch takes the masked torch path).
 
     Parameters: ``q_a_proj`` (d → r_q), ``q_b_proj`` (r_q → n_h·(d_nope + d_rope)), ``kv_a_proj``
     (d → r_kv + d_rope: ``[c_kv | k_pe]``), ``kv_b_proj`` (r_kv → n_kv·(d_nope + d_v), per KV head
@@ -155,7 +158,15 @@ class MLAAttention(nn.Module):
         (torch.Size([2, 5, 32]), 12)
     """
 
-    def __init__(self, config: MLAConfig, llama_config, layer_idx: int, *, absorb: bool = True):
+    def __init__(
+        self,
+        config: MLAConfig,
+        llama_config,
+        layer_idx: int,
+        *,
+        absorb: bool = True,
+        backend: str | None = None,
+    ):
         super().__init__()
         if not isinstance(config, MLAConfig):
             raise TypeError(f"config: expected an MLAConfig, got {type(config).__name__}")
@@ -176,6 +187,11 @@ class MLAAttention(nn.Module):
         self.num_key_value_groups = n_h // n_kv
         self.is_causal = True
         self.absorb = bool(absorb)
+        if backend not in (None, "torch", "triton", "reference"):
+            raise ValueError(
+                f"backend: expected None, 'torch', 'triton' or 'reference', got {backend!r}"
+            )
+        self.backend = backend
         self.scaling = config.qk_head_dim**-0.5
         c = config
         self.q_a_proj = nn.Linear(d, c.r_q, bias=False)
@@ -289,6 +305,19 @@ class MLAAttention(nn.Module):
         q_abs = torch.einsum("bhgtn,hnr->bhgtr", q_nope.view(B, H // g, g, T, -1), w_uk).reshape(
             B, H, T, -1
         )
+        if T == 1 and attention_mask is None:  # one decode token: ops.mla_decode (Triton on CUDA)
+            from .ops import mla_decode
+
+            context = mla_decode(
+                q_abs[:, :, 0],
+                q_pe[:, :, 0],
+                c_kv[:, 0],
+                k_pe[:, 0],
+                self.scaling,
+                backend=self.backend,
+            )
+            out = torch.einsum("bhgr,hvr->bhgv", context.view(B, H // g, g, -1), w_uv)
+            return out.reshape(B, 1, -1)
         scores = q_abs @ c_kv.transpose(-1, -2) + q_pe @ k_pe.transpose(
             -1, -2
         )  # c_kv, k_pe broadcast over heads
