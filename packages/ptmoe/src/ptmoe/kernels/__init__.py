@@ -1,1 +1,0 @@
-"""Triton kernels (imported lazily by ops.py)."""
