@@ -206,13 +206,13 @@ def test_prune_bad_target(make_nemotron_h, target, exc, name):
         prune(model, imp, target)
 
 
-def test_prune_bad_model_importance_and_strategy(make_nemotron_h, make_llama):
+def test_prune_bad_model_importance_and_strategy(make_nemotron_h, make_mamba2):
     model = make_nemotron_h()
     imp = collect_importance(model, _ids())
     with pytest.raises(TypeError, match="model"):
         prune(torch.nn.Linear(2, 2), imp, PruneTarget())
     with pytest.raises(TypeError, match="model"):
-        prune(make_llama(), imp, PruneTarget())  # not built yet for Llama
+        prune(make_mamba2(), imp, PruneTarget())  # Mamba2 pruning is not built yet
     with pytest.raises(TypeError, match="target"):
         prune(model, imp, {"hidden_size": 8})
     with pytest.raises(TypeError, match="importance"):
@@ -233,3 +233,56 @@ def test_the_float64_norm_patch_is_transformers_math(make_nemotron_h, request):
     before = _logits(model, ids)
     request.getfixturevalue("fp64_norms")
     assert torch.equal(_logits(model, ids), before)  # bit for bit in float32
+
+
+def _llama_logits(model, ids):
+    with torch.no_grad():
+        return model(input_ids=ids, use_cache=False).logits
+
+
+@pytest.mark.parametrize("qwen", [False, True])
+def test_attention_only_minitron_on_llama_and_qwen2(make_llama, qwen):
+    model = make_llama(qwen=qwen, num_hidden_layers=4)
+    ids = _ids(7)
+    imp = collect_importance(model, ids)
+    same = prune(model, imp, PruneTarget())
+    assert_close(_llama_logits(same, ids), _llama_logits(model, ids), rtol=1e-12)
+    # FFN neurons and query heads within each KV group permuted: exact (no norm sees a reordering)
+    plan = make_plan(model, imp, PruneTarget())
+    g = torch.Generator().manual_seed(8)
+    for i in plan.layers:
+        plan.ffn[i] = torch.randperm(24, generator=g)
+        plan.attn_heads[i] = torch.cat([k * 2 + torch.randperm(2, generator=g) for k in range(2)])
+    assert_close(_llama_logits(apply_plan(model, plan), ids), _llama_logits(model, ids), rtol=1e-12)
+    student = prune(
+        model,
+        imp,
+        PruneTarget(hidden_size=12, intermediate_size=16, num_attention_heads=2, num_layers=3),
+    )
+    assert type(student) is type(model) and student.config.head_dim == 4
+    assert count_params(student.config) == _n(student) < _n(model)
+    student.generation_config.eos_token_id = None
+    out = student.generate(
+        ids, attention_mask=torch.ones_like(ids), max_new_tokens=5, do_sample=False
+    )
+    x = ids
+    for _ in range(5):
+        x = torch.cat([x, _llama_logits(student, x)[:, -1].argmax(-1, keepdim=True)], 1)
+    assert out.tolist() == x.tolist()
+    with pytest.raises(ValueError, match="mamba_num_heads"):
+        prune(model, imp, PruneTarget(mamba_num_heads=2))
+
+
+def test_tied_embeddings_stay_tied(make_llama):
+    model = make_llama(tie_word_embeddings=True)
+    assert model.lm_head.weight is model.model.embed_tokens.weight
+    imp = collect_importance(model, _ids(9))
+    student = prune(model, imp, PruneTarget(hidden_size=10))
+    assert student.lm_head.weight is student.model.embed_tokens.weight
+    assert torch.equal(
+        student.model.embed_tokens.weight,
+        model.model.embed_tokens.weight[
+            :, make_plan(model, imp, PruneTarget(hidden_size=10)).hidden
+        ],
+    )
+    assert count_params(student.config) == _n(student)

@@ -1,4 +1,4 @@
-"""Structured pruning of a transformers NemotronH hybrid: a new model from an edited config plus
+"""Structured pruning of a transformers NemotronH hybrid (and, attention-only, Llama/Qwen2): a new model from an edited config plus
 sliced weights (width: embedding channels, FFN neurons, attention heads, Mamba2 heads and head
 channels; depth: whole blocks).
 
@@ -62,27 +62,49 @@ class Plan:
     mamba: dict[int, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
 
 
-def _nemotron_only(model: nn.Module) -> None:
+def _family(model: nn.Module) -> str:
     family, _ = model_layout(model)
-    if family != "nemotron_h":
+    if family == "mamba2":
         raise TypeError(
-            f"model: prune supports NemotronHForCausalLM so far (got {type(model).__name__}; Llama/Qwen2 "
-            "and Mamba2 pruning are not built yet)"
+            f"model: prune supports NemotronHForCausalLM, LlamaForCausalLM and Qwen2ForCausalLM so far "
+            f"(got {type(model).__name__}; Mamba2 pruning is not built yet)"
         )
+    return family
 
 
-def _check_target(config, target: object) -> dict[str, int]:
+def _nemotron_only(model: nn.Module) -> None:
+    if _family(model) != "nemotron_h":
+        raise TypeError(f"model: expected a NemotronHForCausalLM, got {type(model).__name__}")
+
+
+def _kinds(config) -> list[tuple[str, ...]]:
+    """What each block holds: ("mamba",), ("attn",), ("ffn",) for NemotronH, ("attn", "ffn") for Llama."""
+    if config.model_type == "nemotron_h":
+        table = {"linear_attention": ("mamba",), "full_attention": ("attn",), "mlp": ("ffn",)}
+        out = []
+        for i, t in enumerate(config.layers_block_type):
+            if t not in table:
+                raise TypeError(
+                    f"model: block {i} has the unsupported type {t!r} (MoE is not supported)"
+                )
+            out.append(table[t])
+        return out
+    return [("attn", "ffn")] * config.num_hidden_layers
+
+
+def _check_target(config, target: object) -> dict[str, int | None]:
     if not isinstance(target, PruneTarget):
         raise TypeError(f"target: expected a hybridprune.PruneTarget, got {type(target).__name__}")
+    hybrid = config.model_type == "nemotron_h"
     have = {
         "hidden_size": config.hidden_size,
         "intermediate_size": config.intermediate_size,
         "num_attention_heads": config.num_attention_heads,
-        "mamba_num_heads": config.mamba_num_heads,
-        "mamba_head_dim": config.mamba_head_dim,
-        "num_layers": len(config.layers_block_type),
+        "mamba_num_heads": config.mamba_num_heads if hybrid else None,
+        "mamba_head_dim": config.mamba_head_dim if hybrid else None,
+        "num_layers": len(_kinds(config)),
     }
-    out = {}
+    out: dict[str, int | None] = {}
     for f in fields(target):
         v = getattr(target, f.name)
         if v is None:
@@ -90,6 +112,8 @@ def _check_target(config, target: object) -> dict[str, int]:
             continue
         if isinstance(v, bool) or not isinstance(v, int):
             raise TypeError(f"target.{f.name}: expected an int or None, got {type(v).__name__}")
+        if have[f.name] is None:
+            raise ValueError(f"target.{f.name}: the model has no Mamba2 layers; leave it None")
         if v < 1:
             raise ValueError(f"target.{f.name}: must be >= 1, got {v}")
         if v > have[f.name]:
@@ -97,7 +121,7 @@ def _check_target(config, target: object) -> dict[str, int]:
                 f"target.{f.name}: {v} is above the model's {have[f.name]} (pruning cannot grow a model)"
             )
         out[f.name] = v
-    if out["mamba_num_heads"] % config.n_groups:
+    if hybrid and out["mamba_num_heads"] % config.n_groups:
         raise ValueError(
             f"target.mamba_num_heads: must be a multiple of n_groups={config.n_groups} (the same number of "
             f"heads is kept in every B/C group), got {out['mamba_num_heads']}"
@@ -116,16 +140,14 @@ def _check_importance(model: nn.Module, importance: object) -> None:
             f"importance: expected a hybridprune.Importance, got {type(importance).__name__}"
         )
     cfg = model.config
-    types = cfg.layers_block_type
+    kinds = _kinds(cfg)
     want = {
-        "ffn": {i: (cfg.intermediate_size,) for i, t in enumerate(types) if t == "mlp"},
-        "attn_heads": {
-            i: (cfg.num_attention_heads,) for i, t in enumerate(types) if t == "full_attention"
-        },
+        "ffn": {i: (cfg.intermediate_size,) for i, k in enumerate(kinds) if "ffn" in k},
+        "attn_heads": {i: (cfg.num_attention_heads,) for i, k in enumerate(kinds) if "attn" in k},
         "mamba_x": {
             i: (cfg.mamba_num_heads, cfg.mamba_head_dim)
-            for i, t in enumerate(types)
-            if t == "linear_attention"
+            for i, k in enumerate(kinds)
+            if "mamba" in k
         },
     }
     for name, shapes in want.items():
@@ -136,8 +158,8 @@ def _check_importance(model: nn.Module, importance: object) -> None:
             )
     if importance.hidden is None or tuple(importance.hidden.shape) != (cfg.hidden_size,):
         raise ValueError(f"importance: hidden scores must have shape ({cfg.hidden_size},)")
-    if importance.depth is None or tuple(importance.depth.shape) != (len(types),):
-        raise ValueError(f"importance: depth scores must have shape ({len(types)},)")
+    if importance.depth is None or tuple(importance.depth.shape) != (len(kinds),):
+        raise ValueError(f"importance: depth scores must have shape ({len(kinds)},)")
 
 
 def make_plan(
@@ -148,7 +170,7 @@ def make_plan(
     mamba_strategy: str = "group_aware",
 ) -> Plan:
     """Rank everything (see ``prune``) and return the kept indices without building a model."""
-    _nemotron_only(model)
+    _family(model)
     if mamba_strategy not in MAMBA_STRATEGIES:
         raise ValueError(
             f"mamba_strategy: expected one of {MAMBA_STRATEGIES} (the others are not built yet), got {mamba_strategy!r}"
@@ -156,31 +178,30 @@ def make_plan(
     cfg = model.config
     t = _check_target(cfg, target)
     _check_importance(model, importance)
-    if mamba_strategy == "none" and (t["mamba_num_heads"], t["mamba_head_dim"]) != (
-        cfg.mamba_num_heads,
-        cfg.mamba_head_dim,
+    if (
+        mamba_strategy == "none"
+        and cfg.model_type == "nemotron_h"
+        and (t["mamba_num_heads"], t["mamba_head_dim"]) != (cfg.mamba_num_heads, cfg.mamba_head_dim)
     ):
         raise ValueError(
             "target: mamba_strategy='none' keeps every Mamba2 head and channel; leave mamba_num_heads and mamba_head_dim None"
         )
-    n_layers = len(cfg.layers_block_type)
+    kinds = _kinds(cfg)
     order = torch.sort(importance.depth.double(), descending=True, stable=True).indices
     layers = sorted(order[: t["num_layers"]].tolist())
     plan = Plan(hidden=rank_channels(importance.hidden, t["hidden_size"]), layers=layers)
     keep_per_kv = t["num_attention_heads"] // cfg.num_key_value_heads
     for i in layers:
-        kind = cfg.layers_block_type[i]
-        if kind == "mlp":
+        if "ffn" in kinds[i]:
             plan.ffn[i] = rank_channels(importance.ffn[i], t["intermediate_size"])
-        elif kind == "full_attention":
+        if "attn" in kinds[i]:
             plan.attn_heads[i] = rank_attention_heads(
                 importance.attn_heads[i], cfg.num_key_value_heads, keep_per_kv
             )
-        elif kind == "linear_attention":
+        if "mamba" in kinds[i]:
             plan.mamba[i] = rank_mamba(
                 importance.mamba_x[i], cfg.n_groups, t["mamba_num_heads"], t["mamba_head_dim"]
             )
-    assert n_layers >= len(layers)
     return plan
 
 
@@ -203,20 +224,30 @@ def _plan_config(config, plan: Plan):
         "num_attention_heads",
         config.num_attention_heads,
     )
-    new.mamba_num_heads = one(
-        (len(h) for h, _ in plan.mamba.values()), "mamba_num_heads", config.mamba_num_heads
-    )
-    new.mamba_head_dim = one(
-        (len(c) for _, c in plan.mamba.values()), "mamba_head_dim", config.mamba_head_dim
-    )
-    new.layers_block_type = [config.layers_block_type[i] for i in plan.layers]
+    if config.model_type == "nemotron_h":
+        new.mamba_num_heads = one(
+            (len(h) for h, _ in plan.mamba.values()), "mamba_num_heads", config.mamba_num_heads
+        )
+        new.mamba_head_dim = one(
+            (len(c) for _, c in plan.mamba.values()), "mamba_head_dim", config.mamba_head_dim
+        )
+        new.layers_block_type = [config.layers_block_type[i] for i in plan.layers]
+    else:
+        # head_dim defaults to hidden_size // num_attention_heads: pin the teacher's
+        new.head_dim = (
+            getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        )
+        new.num_hidden_layers = len(plan.layers)
+        if getattr(config, "layer_types", None) is not None:
+            new.layer_types = [config.layer_types[i] for i in plan.layers]
     return new
 
 
 def _check_plan(config, plan: Plan) -> None:
     if not isinstance(plan, Plan):
         raise TypeError(f"plan: expected a hybridprune.prune.Plan, got {type(plan).__name__}")
-    n = len(config.layers_block_type)
+    kinds = _kinds(config)
+    n = len(kinds)
     if (
         not plan.layers
         or sorted(set(plan.layers)) != list(plan.layers)
@@ -237,38 +268,92 @@ def _check_plan(config, plan: Plan) -> None:
         if int(t.min()) < 0 or int(t.max()) >= size:
             raise ValueError(f"plan: {name} has indices outside [0, {size})")
 
+    def grouped(name, heads, n_heads, n_groups):
+        per = n_heads // n_groups
+        k = len(heads) // n_groups
+        if len(heads) % n_groups or (heads // per).tolist() != [
+            g for g in range(n_groups) for _ in range(k)
+        ]:
+            raise ValueError(
+                f"plan: {name} must list the same number of heads for every group, group by group"
+            )
+
     idx("hidden", plan.hidden, config.hidden_size)
-    per = config.mamba_num_heads // config.n_groups
     for i in plan.layers:
-        kind = config.layers_block_type[i]
-        if kind == "mlp":
+        if "ffn" in kinds[i]:
             idx(f"ffn[{i}]", plan.ffn.get(i), config.intermediate_size)
-        elif kind == "full_attention":
+        if "attn" in kinds[i]:
             heads = plan.attn_heads.get(i)
             idx(f"attn_heads[{i}]", heads, config.num_attention_heads)
-            q_per_kv = config.num_attention_heads // config.num_key_value_heads
-            k = len(heads) // config.num_key_value_heads
-            if len(heads) % config.num_key_value_heads or (heads // q_per_kv).tolist() != [
-                g for g in range(config.num_key_value_heads) for _ in range(k)
-            ]:
-                raise ValueError(
-                    f"plan: attn_heads[{i}] must list the same number of heads for every KV head, group by group"
-                )
-        elif kind == "linear_attention":
+            grouped(
+                f"attn_heads[{i}] (per KV head)",
+                heads,
+                config.num_attention_heads,
+                config.num_key_value_heads,
+            )
+        if "mamba" in kinds[i]:
             heads, channels = plan.mamba.get(i, (None, None))
             idx(f"mamba[{i}] heads", heads, config.mamba_num_heads)
             idx(f"mamba[{i}] channels", channels, config.mamba_head_dim)
-            k = len(heads) // config.n_groups
-            if len(heads) % config.n_groups or (heads // per).tolist() != [
-                g for g in range(config.n_groups) for _ in range(k)
-            ]:
-                raise ValueError(
-                    f"plan: mamba[{i}] heads must list the same number of heads for every group, group by group"
-                )
-        else:
-            raise TypeError(
-                f"model: block {i} has the unsupported type {kind!r} (MoE is not supported)"
-            )
+            grouped(f"mamba[{i}] heads", heads, config.mamba_num_heads, config.n_groups)
+
+
+def _rows(w, idx):
+    return w.index_select(0, idx)
+
+
+def _cols(w, idx):
+    return w.index_select(1, idx)
+
+
+def _slice_mamba(sd, out, m, n, cfg, hid, heads, channels):
+    P = cfg.mamba_head_dim
+    d_in = cfg.mamba_num_heads * P
+    gn = cfg.n_groups * cfg.ssm_state_size
+    idx = (heads[:, None] * P + channels[None, :]).reshape(-1)  # I = {h·P + p}
+    bc = torch.arange(2 * d_in, 2 * d_in + 2 * gn)
+    in_rows = torch.cat([idx, d_in + idx, bc, 2 * d_in + 2 * gn + heads])  # z[I] x[I] B C dt[H']
+    out[n + "in_proj.weight"] = _cols(_rows(sd[m + "in_proj.weight"], in_rows), hid)
+    if m + "in_proj.bias" in sd:
+        out[n + "in_proj.bias"] = _rows(sd[m + "in_proj.bias"], in_rows)
+    conv_rows = torch.cat([idx, torch.arange(d_in, d_in + 2 * gn)])  # conv channels are [x | B | C]
+    out[n + "conv1d.weight"] = _rows(sd[m + "conv1d.weight"], conv_rows)
+    if m + "conv1d.bias" in sd:
+        out[n + "conv1d.bias"] = _rows(sd[m + "conv1d.bias"], conv_rows)
+    for name in ("A_log", "dt_bias", "D"):
+        out[n + name] = _rows(sd[m + name], heads)
+    out[n + "norm.weight"] = _rows(sd[m + "norm.weight"], idx)
+    out[n + "out_proj.weight"] = _cols(_rows(sd[m + "out_proj.weight"], hid), idx)
+    if m + "out_proj.bias" in sd:
+        out[n + "out_proj.bias"] = _rows(sd[m + "out_proj.bias"], hid)
+
+
+def _slice_attention(sd, out, m, n, hd, hid, heads):
+    q = (heads[:, None] * hd + torch.arange(hd)).reshape(-1)
+    out[n + "q_proj.weight"] = _cols(_rows(sd[m + "q_proj.weight"], q), hid)
+    out[n + "k_proj.weight"] = _cols(sd[m + "k_proj.weight"], hid)
+    out[n + "v_proj.weight"] = _cols(sd[m + "v_proj.weight"], hid)
+    out[n + "o_proj.weight"] = _cols(_rows(sd[m + "o_proj.weight"], hid), q)
+    if m + "q_proj.bias" in sd:
+        out[n + "q_proj.bias"] = _rows(sd[m + "q_proj.bias"], q)
+    for name in ("k_proj.bias", "v_proj.bias"):
+        if m + name in sd:
+            out[n + name] = sd[m + name].clone()
+    if m + "o_proj.bias" in sd:
+        out[n + "o_proj.bias"] = _rows(sd[m + "o_proj.bias"], hid)
+
+
+def _slice_mlp(sd, out, m, n, hid, f):
+    ups = [
+        name for name in ("gate_proj", "up_proj") if m + name + ".weight" in sd
+    ]  # Llama gates, NemotronH not
+    for name in ups:
+        out[n + name + ".weight"] = _cols(_rows(sd[m + name + ".weight"], f), hid)
+        if m + name + ".bias" in sd:
+            out[n + name + ".bias"] = _rows(sd[m + name + ".bias"], f)
+    out[n + "down_proj.weight"] = _cols(_rows(sd[m + "down_proj.weight"], hid), f)
+    if m + "down_proj.bias" in sd:
+        out[n + "down_proj.bias"] = _rows(sd[m + "down_proj.bias"], hid)
 
 
 @torch.no_grad()
@@ -278,69 +363,42 @@ def apply_plan(model: nn.Module, plan: Plan) -> nn.Module:
     Index lists are used in the order given (a permutation within a head, a group or the embedding
     is exact; heads must stay listed group by group). The teacher is not modified.
     """
-    _nemotron_only(model)
+    family = _family(model)
     cfg = model.config
     _check_plan(cfg, plan)
     new_cfg = _plan_config(cfg, plan)
     sd = model.state_dict()
     hid = plan.hidden
-    P = cfg.mamba_head_dim
-    d_in = cfg.mamba_num_heads * P
-    gn = cfg.n_groups * cfg.ssm_state_size
-    hd = cfg.head_dim
+    hd = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
     out: dict[str, torch.Tensor] = {}
-
-    def cols(w, idx):
-        return w.index_select(1, idx)
-
-    def rows(w, idx):
-        return w.index_select(0, idx)
-
-    out["model.embeddings.weight"] = cols(sd["model.embeddings.weight"], hid)
-    out["model.norm_f.weight"] = rows(sd["model.norm_f.weight"], hid)
+    emb, final = (
+        ("model.embeddings", "model.norm_f")
+        if family == "nemotron_h"
+        else ("model.embed_tokens", "model.norm")
+    )
+    out[emb + ".weight"] = _cols(sd[emb + ".weight"], hid)
+    out[final + ".weight"] = _rows(sd[final + ".weight"], hid)
     if "lm_head.weight" in sd:
-        out["lm_head.weight"] = cols(sd["lm_head.weight"], hid)
+        out["lm_head.weight"] = _cols(sd["lm_head.weight"], hid)
     for j, i in enumerate(plan.layers):
         src, dst = f"model.layers.{i}.", f"model.layers.{j}."
-        out[dst + "norm.weight"] = rows(sd[src + "norm.weight"], hid)
+        if family == "llama":
+            for norm in ("input_layernorm", "post_attention_layernorm"):
+                out[dst + norm + ".weight"] = _rows(sd[src + norm + ".weight"], hid)
+            _slice_attention(
+                sd, out, src + "self_attn.", dst + "self_attn.", hd, hid, plan.attn_heads[i]
+            )
+            _slice_mlp(sd, out, src + "mlp.", dst + "mlp.", hid, plan.ffn[i])
+            continue
+        out[dst + "norm.weight"] = _rows(sd[src + "norm.weight"], hid)
+        m, n = src + "mixer.", dst + "mixer."
         kind = cfg.layers_block_type[i]
-        m = src + "mixer."
-        n = dst + "mixer."
         if kind == "mlp":
-            f = plan.ffn[i]
-            out[n + "up_proj.weight"] = cols(rows(sd[m + "up_proj.weight"], f), hid)
-            out[n + "down_proj.weight"] = cols(rows(sd[m + "down_proj.weight"], hid), f)
-            if m + "up_proj.bias" in sd:
-                out[n + "up_proj.bias"] = rows(sd[m + "up_proj.bias"], f)
-                out[n + "down_proj.bias"] = rows(sd[m + "down_proj.bias"], hid)
+            _slice_mlp(sd, out, m, n, hid, plan.ffn[i])
         elif kind == "full_attention":
-            q = (plan.attn_heads[i][:, None] * hd + torch.arange(hd)).reshape(-1)
-            out[n + "q_proj.weight"] = cols(rows(sd[m + "q_proj.weight"], q), hid)
-            out[n + "k_proj.weight"] = cols(sd[m + "k_proj.weight"], hid)
-            out[n + "v_proj.weight"] = cols(sd[m + "v_proj.weight"], hid)
-            out[n + "o_proj.weight"] = cols(rows(sd[m + "o_proj.weight"], hid), q)
+            _slice_attention(sd, out, m, n, hd, hid, plan.attn_heads[i])
         else:
-            heads, channels = plan.mamba[i]
-            idx = (heads[:, None] * P + channels[None, :]).reshape(-1)  # I = {h·P + p}
-            bc = torch.arange(2 * d_in, 2 * d_in + 2 * gn)
-            in_rows = torch.cat(
-                [idx, d_in + idx, bc, 2 * d_in + 2 * gn + heads]
-            )  # z[I] x[I] B C dt[H']
-            out[n + "in_proj.weight"] = cols(rows(sd[m + "in_proj.weight"], in_rows), hid)
-            if m + "in_proj.bias" in sd:
-                out[n + "in_proj.bias"] = rows(sd[m + "in_proj.bias"], in_rows)
-            conv_rows = torch.cat(
-                [idx, torch.arange(d_in, d_in + 2 * gn)]
-            )  # conv channels are [x | B | C]
-            out[n + "conv1d.weight"] = rows(sd[m + "conv1d.weight"], conv_rows)
-            if m + "conv1d.bias" in sd:
-                out[n + "conv1d.bias"] = rows(sd[m + "conv1d.bias"], conv_rows)
-            for name in ("A_log", "dt_bias", "D"):
-                out[n + name] = rows(sd[m + name], heads)
-            out[n + "norm.weight"] = rows(sd[m + "norm.weight"], idx)
-            out[n + "out_proj.weight"] = cols(rows(sd[m + "out_proj.weight"], hid), idx)
-            if m + "out_proj.bias" in sd:
-                out[n + "out_proj.bias"] = rows(sd[m + "out_proj.bias"], hid)
+            _slice_mamba(sd, out, m, n, cfg, hid, *plan.mamba[i])
     ref = next(model.parameters())
     student = type(model)(new_cfg).to(device=ref.device, dtype=ref.dtype)
     missing, unexpected = student.load_state_dict(out, strict=False)
@@ -360,7 +418,8 @@ def prune(
     *,
     mamba_strategy: str = "group_aware",
 ) -> nn.Module:
-    """Prune a ``NemotronHForCausalLM`` to ``target`` by importance (Minitron-SSM).
+    """Prune a ``NemotronHForCausalLM`` (Minitron-SSM) or a ``LlamaForCausalLM``/``Qwen2ForCausalLM``
+    (attention-only Minitron: the same code without Mamba2 layers) to ``target`` by importance.
 
     Embedding channels, FFN neurons, attention heads (within each KV group) and, with
     ``mamba_strategy="group_aware"``, Mamba2 head channels (one set shared by all heads) and heads
@@ -370,7 +429,7 @@ def prune(
     built from an edited config; ``model`` is not modified.
 
     Raises:
-        TypeError: ``model`` is not a NemotronHForCausalLM, or ``target``/``importance`` have the wrong type.
+        TypeError: ``model`` is not one of those (Mamba2 pruning is not built yet), or ``target``/``importance`` have the wrong type.
         ValueError: a target field is below 1 or above the model's size, ``mamba_num_heads`` is not a
             multiple of ``n_groups``, ``num_attention_heads`` not a multiple of the KV heads, or
             ``importance`` does not fit the model.
