@@ -21,3 +21,28 @@ def test_decode_step_smoke(tmp_path):
     impls = {r.params["impl"] for r in ctx.results}
     assert impls == {"gqa", "mla_absorbed", "mla_decompressed", "mamba2_step"}
     assert all(r.value > 0 for r in ctx.results)
+
+
+@pytest.mark.slow  # a subprocess that imports torch/triton again: ~10 s on a loaded machine
+def test_gpu_script_toy(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu.py"
+    out = tmp_path / "gpu.json"
+    env = {**os.environ, "TRITON_INTERPRET": os.environ.get("TRITON_INTERPRET", "1")}
+    proc = subprocess.run(
+        [sys.executable, str(script), "--toy", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert {r["backend"] for r in result["correctness"]} == {"triton", "torch"}
+    assert all(r["ok"] for r in result["correctness"])
+    assert result["speed"] and result["speed"][0]["triton_ms"] > 0

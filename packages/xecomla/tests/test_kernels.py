@@ -11,7 +11,7 @@ from neurips25_core.testing import assert_close, randn
 triton = pytest.importorskip("triton", reason="triton is not installed (Linux only)")
 
 
-@pytest.mark.parametrize(("S", "P", "splits"), [(37, 8, None), (300, 0, None), (45, 6, 4)])
+@pytest.mark.parametrize(("S", "P", "splits"), [(37, 8, None), (70, 0, 3), (45, 6, 4)])
 def test_triton_decode_matches_reference(S, P, splits):
     B, H, R = 2, 3, 12  # odd, non-power-of-two widths
     q, qpe = randn(B, H, R, seed=1), randn(B, H, P, seed=2)
