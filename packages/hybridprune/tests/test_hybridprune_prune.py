@@ -221,7 +221,7 @@ def test_prune_bad_model_importance_and_strategy(make_nemotron_h, make_mamba2):
     with pytest.raises(ValueError, match="importance"):
         prune(model, other, PruneTarget())
     with pytest.raises(ValueError, match="mamba_strategy"):
-        prune(model, imp, PruneTarget(), mamba_strategy="random")
+        prune(model, imp, PruneTarget(), mamba_strategy="flat_channel")  # not built yet
     with pytest.raises(ValueError, match="mamba_strategy='none'"):
         prune(model, imp, PruneTarget(mamba_num_heads=4), mamba_strategy="none")
 
@@ -285,4 +285,80 @@ def test_tied_embeddings_stay_tied(make_llama):
             :, make_plan(model, imp, PruneTarget(hidden_size=10)).hidden
         ],
     )
+    assert count_params(student.config) == _n(student)
+
+
+@pytest.mark.parametrize("strategy", ["heads_only", "head_dim_only", "random", "group_agnostic"])
+def test_baseline_strategies_build_working_students(make_nemotron_h, strategy):
+    model = make_nemotron_h()
+    ids = _ids(10, (2, 7))
+    imp = collect_importance(model, ids)
+    imp.mamba_x[0][:4] += 100.0  # every top head of block 0 in group 0
+    target = {
+        "heads_only": PruneTarget(mamba_num_heads=4),
+        "head_dim_only": PruneTarget(mamba_head_dim=2),
+        "random": PruneTarget(mamba_num_heads=4, mamba_head_dim=3),
+        "group_agnostic": PruneTarget(mamba_num_heads=4, mamba_head_dim=3),
+    }[strategy]
+    plan = make_plan(model, imp, target, mamba_strategy=strategy)
+    heads, channels = plan.mamba[0]
+    groups = (heads // 4).tolist()
+    if strategy == "group_agnostic":
+        assert heads.tolist() == [0, 1, 2, 3] and plan.mamba_regroup  # all of group 0
+    elif strategy == "head_dim_only":
+        assert heads.tolist() == list(range(8)) and len(channels) == 2
+    else:
+        assert groups == [0, 0, 1, 1] and len(channels) == (4 if strategy == "heads_only" else 3)
+    if strategy == "random":
+        again = make_plan(model, imp, target, mamba_strategy="random")
+        assert all(torch.equal(a, b) for a, b in zip(again.mamba[0], plan.mamba[0], strict=True))
+        other = make_plan(model, imp, target, mamba_strategy="random", seed=1)
+        assert any(not torch.equal(other.mamba[i][0], plan.mamba[i][0]) for i in plan.mamba)
+    student = apply_plan(model, plan)
+    student.generation_config.eos_token_id = None
+    out = student.generate(
+        ids, attention_mask=torch.ones_like(ids), max_new_tokens=4, do_sample=False
+    )
+    x = ids
+    for _ in range(4):
+        x = torch.cat([x, _logits(student, x)[:, -1].argmax(-1, keepdim=True)], 1)
+    assert out.tolist() == x.tolist()
+    assert count_params(student.config) == _n(student)
+
+
+def test_baseline_strategies_refuse_targets_they_do_not_prune(make_nemotron_h):
+    model = make_nemotron_h()
+    imp = collect_importance(model, _ids())
+    with pytest.raises(ValueError, match="mamba_head_dim"):
+        prune(
+            model,
+            imp,
+            PruneTarget(mamba_num_heads=4, mamba_head_dim=2),
+            mamba_strategy="heads_only",
+        )
+    with pytest.raises(ValueError, match="mamba_num_heads"):
+        prune(
+            model,
+            imp,
+            PruneTarget(mamba_num_heads=4, mamba_head_dim=2),
+            mamba_strategy="head_dim_only",
+        )
+
+
+def test_depth_only_drops_the_blocks_with_the_lowest_depth_score(make_nemotron_h):
+    model = make_nemotron_h()
+    imp = collect_importance(model, _ids(11))
+    imp.depth = torch.tensor(
+        [0.9, 0.1, 0.8, 0.7, 0.05, 0.6]
+    )  # blocks 1 (MLP) and 4 (attention) lowest
+    student = prune(model, imp, PruneTarget(num_layers=4), mamba_strategy="none")
+    assert student.config.layers_block_type == [
+        "linear_attention",
+        "full_attention",
+        "linear_attention",
+        "mlp",
+    ]
+    for j, i in enumerate([0, 2, 3, 5]):
+        a, b = student.model.layers[j].state_dict(), model.model.layers[i].state_dict()
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert count_params(student.config) == _n(student)

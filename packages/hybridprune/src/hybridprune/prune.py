@@ -27,8 +27,15 @@ __all__ = [
     "prune",
 ]
 
-#: the ``mamba_strategy`` values implemented so far (the issue's baselines are not built yet)
-MAMBA_STRATEGIES = ("group_aware", "none")
+#: the ``mamba_strategy`` values implemented so far (``flat_channel`` masks are not built yet)
+MAMBA_STRATEGIES = (
+    "group_aware",
+    "none",
+    "heads_only",
+    "head_dim_only",
+    "random",
+    "group_agnostic",
+)
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,9 @@ class Plan:
     ffn: dict[int, torch.Tensor] = field(default_factory=dict)
     attn_heads: dict[int, torch.Tensor] = field(default_factory=dict)
     mamba: dict[int, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
+    #: True only for the group-agnostic baseline: Mamba2 heads need not be listed group by group, and
+    #: kept head j reads the B/C of group j // (H'/G) of the new model (heads reassigned by position)
+    mamba_regroup: bool = False
 
 
 def _family(model: nn.Module) -> str:
@@ -168,6 +178,7 @@ def make_plan(
     target: PruneTarget,
     *,
     mamba_strategy: str = "group_aware",
+    seed: int = 0,
 ) -> Plan:
     """Rank everything (see ``prune``) and return the kept indices without building a model."""
     _family(model)
@@ -186,6 +197,15 @@ def make_plan(
         raise ValueError(
             "target: mamba_strategy='none' keeps every Mamba2 head and channel; leave mamba_num_heads and mamba_head_dim None"
         )
+    if cfg.model_type == "nemotron_h":
+        if mamba_strategy == "heads_only" and t["mamba_head_dim"] != cfg.mamba_head_dim:
+            raise ValueError(
+                "target.mamba_head_dim: mamba_strategy='heads_only' keeps every head channel; leave it None"
+            )
+        if mamba_strategy == "head_dim_only" and t["mamba_num_heads"] != cfg.mamba_num_heads:
+            raise ValueError(
+                "target.mamba_num_heads: mamba_strategy='head_dim_only' keeps every head; leave it None"
+            )
     kinds = _kinds(cfg)
     order = torch.sort(importance.depth.double(), descending=True, stable=True).indices
     layers = sorted(order[: t["num_layers"]].tolist())
@@ -199,10 +219,39 @@ def make_plan(
                 importance.attn_heads[i], cfg.num_key_value_heads, keep_per_kv
             )
         if "mamba" in kinds[i]:
-            plan.mamba[i] = rank_mamba(
-                importance.mamba_x[i], cfg.n_groups, t["mamba_num_heads"], t["mamba_head_dim"]
+            plan.mamba[i] = _mamba_choice(
+                importance.mamba_x[i],
+                cfg.n_groups,
+                t["mamba_num_heads"],
+                t["mamba_head_dim"],
+                mamba_strategy,
+                seed + i,
             )
+    plan.mamba_regroup = mamba_strategy == "group_agnostic"
     return plan
+
+
+def _mamba_choice(x, n_groups, num_heads, head_dim, strategy, seed):
+    if strategy == "random":  # the same counts as group-aware, drawn at random (seeded per layer)
+        g = torch.Generator().manual_seed(seed)
+        n_h, p = x.shape
+        per = n_h // n_groups
+        channels = torch.sort(torch.randperm(p, generator=g)[:head_dim]).values
+        heads = torch.cat(
+            [
+                k * per
+                + torch.sort(torch.randperm(per, generator=g)[: num_heads // n_groups]).values
+                for k in range(n_groups)
+            ]
+        )
+        return heads, channels
+    if (
+        strategy == "group_agnostic"
+    ):  # one global head ranking: the top heads wherever their groups are
+        return rank_mamba(x, 1, num_heads, head_dim)
+    return rank_mamba(
+        x, n_groups, num_heads, head_dim
+    )  # group_aware, heads_only, head_dim_only, none
 
 
 def _plan_config(config, plan: Plan):
@@ -295,7 +344,12 @@ def _check_plan(config, plan: Plan) -> None:
             heads, channels = plan.mamba.get(i, (None, None))
             idx(f"mamba[{i}] heads", heads, config.mamba_num_heads)
             idx(f"mamba[{i}] channels", channels, config.mamba_head_dim)
-            grouped(f"mamba[{i}] heads", heads, config.mamba_num_heads, config.n_groups)
+            if not plan.mamba_regroup:
+                grouped(f"mamba[{i}] heads", heads, config.mamba_num_heads, config.n_groups)
+            elif len(heads) % config.n_groups:
+                raise ValueError(
+                    f"plan: mamba[{i}] keeps {len(heads)} heads, not a multiple of n_groups"
+                )
 
 
 def _rows(w, idx):
@@ -417,6 +471,7 @@ def prune(
     target: PruneTarget,
     *,
     mamba_strategy: str = "group_aware",
+    seed: int = 0,
 ) -> nn.Module:
     """Prune a ``NemotronHForCausalLM`` (Minitron-SSM) or a ``LlamaForCausalLM``/``Qwen2ForCausalLM``
     (attention-only Minitron: the same code without Mamba2 layers) to ``target`` by importance.
@@ -425,7 +480,11 @@ def prune(
     ``mamba_strategy="group_aware"``, Mamba2 head channels (one set shared by all heads) and heads
     (the same number in every B/C group) are ranked by ``importance``; the blocks with the lowest
     depth importance are dropped. ``mamba_strategy="none"`` keeps every Mamba2 head and channel
-    (the paper's "FFN + embedding + depth only" comparison). Returns a new model of the same class
+    (the paper's "FFN + embedding + depth only" comparison). Baselines: ``"heads_only"`` (group-aware
+    heads, every channel kept), ``"head_dim_only"`` (channels, every head kept), ``"random"`` (the same
+    per-group counts at random, seeded by ``seed`` + block index) and ``"group_agnostic"`` (one global
+    head ranking; kept heads are reassigned to groups by position, so they read other groups' B/C and
+    the gated norm groups straddle the original groups). Returns a new model of the same class
     built from an edited config; ``model`` is not modified.
 
     Raises:
@@ -434,7 +493,9 @@ def prune(
             multiple of ``n_groups``, ``num_attention_heads`` not a multiple of the KV heads, or
             ``importance`` does not fit the model.
     """
-    return apply_plan(model, make_plan(model, importance, target, mamba_strategy=mamba_strategy))
+    return apply_plan(
+        model, make_plan(model, importance, target, mamba_strategy=mamba_strategy, seed=seed)
+    )
 
 
 def count_params(config) -> int:
