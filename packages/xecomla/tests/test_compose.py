@@ -100,3 +100,48 @@ def test_compose_bad_input(llama_config):
     assert [type(layer.self_attn) for layer in teacher.model.layers] == before
     with pytest.raises(ValueError, match="all-Mamba2"):
         hybrid_cache(compose(teacher, mla_layers=[], mla_config=None))
+
+
+# eager runs in float32: transformers' eager softmax casts to float32, which turns float64's
+# finfo.min mask into -inf, so a fully padded query row of the *teacher* is NaN in float64 already
+@pytest.mark.parametrize(
+    ("attn_implementation", "dtype", "rtol"),
+    [("sdpa", torch.float64, 1e-10), ("eager", torch.float32, 1e-5)],
+)
+def test_left_padded_batch_cached_equals_full_all_mla(
+    llama_config, attn_implementation, dtype, rtol
+):
+    """A left-padded batch through an all-MLA model: the masked absorbed decode (the model's 4-D
+    bool or additive mask) gives the full forward's logits at every real position."""
+    teacher = _teacher(llama_config, dtype=dtype)
+    teacher.config._attn_implementation = attn_implementation
+    hybrid = compose(teacher, mla_layers=[0, 1, 2, 3], mla_config=MLA).eval()
+    ids = torch.randint(0, 32, (2, 9), generator=torch.Generator().manual_seed(3))
+    mask = torch.ones(2, 9, dtype=torch.long)
+    mask[0, :3] = 0  # row 0 is left-padded by 3
+    pos = (mask.cumsum(-1) - 1).clamp_min(0)
+    cache = hybrid_cache(hybrid)
+    with torch.no_grad():
+        full = hybrid(input_ids=ids, attention_mask=mask, position_ids=pos).logits
+        steps = [
+            hybrid(
+                input_ids=ids[:, :6],
+                attention_mask=mask[:, :6],
+                position_ids=pos[:, :6],
+                cache=cache,
+                use_cache=True,
+            ).logits
+        ]
+        for t in range(6, 9):
+            steps.append(
+                hybrid(
+                    input_ids=ids[:, t : t + 1],
+                    attention_mask=mask[:, : t + 1],
+                    position_ids=pos[:, t : t + 1],
+                    cache=cache,
+                    use_cache=True,
+                ).logits
+            )
+    got = torch.cat(steps, dim=1)
+    real = mask.bool()
+    assert_close(got[real], full[real], rtol=rtol)
