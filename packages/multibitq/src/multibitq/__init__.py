@@ -1,6 +1,7 @@
 """Efficient Multi-bit Quantization Network Training via Weight Bias Correction and Bit-wise Coreset Sampling (NeurIPS 2025)."""
 
-from multibitq.data import BitwiseCoresetSampler, class_quotas, importance_scores
+from multibitq.data import BitwiseCoresetSampler, class_quotas, importance_scores, recalibrate_bn
+from multibitq.diagnostics import activation_mismatch, gradient_angles
 from multibitq.modules import (
     MultiBitConfig,
     QAct,
@@ -29,14 +30,17 @@ __all__ = [
     "QConv2d",
     "QLinear",
     "SwitchableBatchNorm2d",
+    "activation_mismatch",
     "check_bits",
     "class_quotas",
     "convert_",
     "correct_weight_bias",
     "current_bits",
+    "gradient_angles",
     "importance_scores",
     "quantize_activation",
     "quantize_weight",
+    "recalibrate_bn",
     "resnet_multibit",
     "set_bits",
     "using_bits",

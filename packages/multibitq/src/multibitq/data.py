@@ -27,7 +27,7 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 from multibitq.modules import SCORES, SELECTIONS, _check_model, using_bits
 from multibitq.ops import check_bits
 
-__all__ = ["BitwiseCoresetSampler", "class_quotas", "importance_scores"]
+__all__ = ["BitwiseCoresetSampler", "class_quotas", "importance_scores", "recalibrate_bn"]
 
 #: Added to every score before sampling, so a zero score keeps a (tiny) chance.
 SCORE_EPS = 1e-12
@@ -292,3 +292,72 @@ class BitwiseCoresetSampler:
                 f"scores: expected one entry per bit-width {self.bits}, got {sorted(scores)}"
             )
         return {b: self.select(b, None if scores is None else scores[b], round) for b in self.bits}
+
+
+def _batches(loader: Any, num_batches: int | None, name: str = "loader") -> Iterable[Any]:
+    try:
+        iterator = iter(loader)
+    except TypeError:
+        raise TypeError(
+            f"{name}: expected an iterable of batches, got {type(loader).__name__}"
+        ) from None
+    for i, batch in enumerate(iterator):
+        if num_batches is not None and i >= num_batches:
+            return
+        yield batch[0] if isinstance(batch, (tuple, list)) else batch
+
+
+def recalibrate_bn(
+    model: nn.Module, bits: int, loader: Any, num_batches: int | None = None
+) -> nn.Module:
+    """Re-estimate the BatchNorm statistics that serve ``bits`` (Any-Precision's unseen bit-widths).
+
+    Each :class:`SwitchableBatchNorm2d` gets a BatchNorm for ``bits`` if it has none (parameters
+    and statistics copied from its nearest trained bit-width, ties to the larger **[design]**), its
+    running statistics are reset and re-estimated as the exact average over the batches
+    (``momentum=None``), under ``no_grad``. Plain (shared and skip-path) BatchNorms are left alone:
+    they serve every child. The model's mode and bit-width are restored; no parameter changes.
+
+    Args:
+        model: a model made multi-bit by :func:`convert_` with ``bn="switchable"``.
+        bits: the bit-width to calibrate (1–8 or 32).
+        loader: an iterable of inputs or of ``(x, y)`` batches (labels unused).
+        num_batches: use at most this many batches (default: all).
+
+    Returns:
+        ``model``.
+    """
+    from multibitq.modules import SwitchableBatchNorm2d
+
+    _check_model(model)
+    bits = check_bits(bits)
+    if num_batches is not None and (
+        isinstance(num_batches, bool) or not isinstance(num_batches, int) or num_batches < 1
+    ):
+        raise ValueError(f"num_batches: expected a positive int or None, got {num_batches!r}")
+    switchable = [m for m in model.modules() if isinstance(m, SwitchableBatchNorm2d)]
+    if not switchable:
+        raise ValueError(
+            "model: has no SwitchableBatchNorm2d (bn='shared' serves every bit-width as it is)"
+        )
+    batches = list(_batches(loader, num_batches))
+    if not batches:
+        raise ValueError("loader: yielded no batch")
+    for m in switchable:
+        bn = m.add_bits(bits)
+        bn.reset_running_stats()
+    was_training = model.training
+    saved = [(m.bn[str(bits)], m.bn[str(bits)].momentum) for m in switchable]
+    try:
+        model.eval()
+        for bn, _ in saved:
+            bn.train()
+            bn.momentum = None  # cumulative average over the batches
+        with torch.no_grad(), using_bits(model, bits):
+            for x in batches:
+                model(x)
+    finally:
+        for bn, momentum in saved:
+            bn.momentum = momentum
+        model.train(was_training)
+    return model

@@ -13,6 +13,7 @@ the activation is ``relu`` at 32 bits but ``clamp(0, 1)`` plus rounding below.
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import math
 import operator
@@ -244,7 +245,7 @@ class SwitchableBatchNorm2d(_MultiBit, nn.Module):
         **kwargs: passed to every ``nn.BatchNorm2d``.
 
     A forward at a bit-width without its own BatchNorm raises ``KeyError``; Any-Precision
-    serves such a bit-width only after :func:`recalibrate_bn` (not built yet).
+    serves such a bit-width only after :func:`recalibrate_bn`.
     """
 
     def __init__(self, num_features: int, bits: Iterable[int], **kwargs: Any) -> None:
@@ -275,6 +276,15 @@ class SwitchableBatchNorm2d(_MultiBit, nn.Module):
         new.train(bn.training)
         return new
 
+    def add_bits(self, bits: int) -> nn.BatchNorm2d:
+        """The BatchNorm of ``bits``, created from the nearest existing one if absent."""
+        bits = check_bits(bits)
+        key = str(bits)
+        if key not in self.bn:
+            nearest = min(self.trained_bits, key=lambda b: (abs(b - bits), -b))
+            self.bn[key] = copy.deepcopy(self.bn[str(nearest)])
+        return self.bn[key]
+
     @property
     def trained_bits(self) -> tuple[int, ...]:
         return tuple(int(b) for b in self.bn)
@@ -284,7 +294,7 @@ class SwitchableBatchNorm2d(_MultiBit, nn.Module):
         if key not in self.bn:
             raise KeyError(
                 f"SwitchableBatchNorm2d has no BatchNorm for {self.bits} bits (it has "
-                f"{self.trained_bits}): a switchable-BN model serves only its trained bit-widths"
+                f"{self.trained_bits}): calibrate one with recalibrate_bn(model, bits, loader)"
             )
         return self.bn[key](x)
 
