@@ -206,13 +206,11 @@ def test_prune_bad_target(make_nemotron_h, target, exc, name):
         prune(model, imp, target)
 
 
-def test_prune_bad_model_importance_and_strategy(make_nemotron_h, make_mamba2):
+def test_prune_bad_model_importance_and_strategy(make_nemotron_h):
     model = make_nemotron_h()
     imp = collect_importance(model, _ids())
     with pytest.raises(TypeError, match="model"):
         prune(torch.nn.Linear(2, 2), imp, PruneTarget())
-    with pytest.raises(TypeError, match="model"):
-        prune(make_mamba2(), imp, PruneTarget())  # Mamba2 pruning is not built yet
     with pytest.raises(TypeError, match="target"):
         prune(model, imp, {"hidden_size": 8})
     with pytest.raises(TypeError, match="importance"):
@@ -362,3 +360,40 @@ def test_depth_only_drops_the_blocks_with_the_lowest_depth_score(make_nemotron_h
         a, b = student.model.layers[j].state_dict(), model.model.layers[i].state_dict()
         assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert count_params(student.config) == _n(student)
+
+
+def test_mamba2_pruning(make_mamba2):
+    from hybridprune.reference import mamba2_mixer_reference
+
+    from neurips25_core.testing import FP32_RTOL
+
+    model = make_mamba2(num_hidden_layers=3)
+    ids = _ids(12)
+    imp = collect_importance(model, ids)
+    assert_close(
+        _llama_logits(prune(model, imp, PruneTarget()), ids), _llama_logits(model, ids), rtol=1e-12
+    )
+    imp.mamba_x[0][:4] += 100.0  # every top head of layer 0 in group 0
+    target = PruneTarget(
+        hidden_size=12, mamba_num_heads=6, mamba_head_dim=4, num_layers=2
+    )  # d_in 24 = 2 * 12
+    plan = make_plan(model, imp, target)
+    assert (plan.mamba[0][0] // 4).tolist() == [0, 0, 0, 1, 1, 1]
+    student = apply_plan(model, plan)
+    assert student.config.expand == 2 and count_params(student.config) == _n(student) < _n(model)
+    mixer = student.backbone.layers[0].mixer
+    x = torch.randn(2, 9, 12, dtype=torch.float64, generator=torch.Generator().manual_seed(13))
+    with torch.no_grad():
+        assert_close(mixer(x), mamba2_mixer_reference(mixer, x), rtol=FP32_RTOL)
+    student.generation_config.eos_token_id = None
+    out = student.generate(
+        ids, attention_mask=torch.ones_like(ids), max_new_tokens=5, do_sample=False
+    )
+    x = ids
+    for _ in range(5):
+        x = torch.cat([x, _llama_logits(student, x)[:, -1].argmax(-1, keepdim=True)], 1)
+    assert out.tolist() == x.tolist()
+    with pytest.raises(ValueError, match="multiple of hidden_size"):
+        prune(model, imp, PruneTarget(hidden_size=12, mamba_num_heads=4, mamba_head_dim=4))
+    with pytest.raises(ValueError, match="intermediate_size"):
+        prune(model, imp, PruneTarget(intermediate_size=8))

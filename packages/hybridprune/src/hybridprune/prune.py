@@ -74,12 +74,14 @@ class Plan:
 
 def _family(model: nn.Module) -> str:
     family, _ = model_layout(model)
-    if family == "mamba2":
-        raise TypeError(
-            f"model: prune supports NemotronHForCausalLM, LlamaForCausalLM and Qwen2ForCausalLM so far "
-            f"(got {type(model).__name__}; Mamba2 pruning is not built yet)"
-        )
     return family
+
+
+def _mamba_dims(config) -> tuple[int, int, int, int]:
+    """(H, P, G, N) of the Mamba2 layers of a NemotronH or Mamba2 config."""
+    if config.model_type == "nemotron_h":
+        return config.mamba_num_heads, config.mamba_head_dim, config.n_groups, config.ssm_state_size
+    return config.num_heads, config.head_dim, config.n_groups, config.state_size
 
 
 def _nemotron_only(model: nn.Module) -> None:
@@ -99,19 +101,23 @@ def _kinds(config) -> list[tuple[str, ...]]:
                 )
             out.append(table[t])
         return out
+    if config.model_type == "mamba2":
+        return [("mamba",)] * config.num_hidden_layers
     return [("attn", "ffn")] * config.num_hidden_layers
 
 
 def _check_target(config, target: object) -> dict[str, int | None]:
     if not isinstance(target, PruneTarget):
         raise TypeError(f"target: expected a hybridprune.PruneTarget, got {type(target).__name__}")
-    hybrid = config.model_type == "nemotron_h"
+    mt = config.model_type
+    has_mamba, has_attn = mt in ("nemotron_h", "mamba2"), mt != "mamba2"
+    H, P, G, _ = _mamba_dims(config) if has_mamba else (None, None, None, None)
     have = {
         "hidden_size": config.hidden_size,
-        "intermediate_size": config.intermediate_size,
-        "num_attention_heads": config.num_attention_heads,
-        "mamba_num_heads": config.mamba_num_heads if hybrid else None,
-        "mamba_head_dim": config.mamba_head_dim if hybrid else None,
+        "intermediate_size": config.intermediate_size if has_attn else None,
+        "num_attention_heads": config.num_attention_heads if has_attn else None,
+        "mamba_num_heads": H,
+        "mamba_head_dim": P,
         "num_layers": len(_kinds(config)),
     }
     out: dict[str, int | None] = {}
@@ -123,7 +129,9 @@ def _check_target(config, target: object) -> dict[str, int | None]:
         if isinstance(v, bool) or not isinstance(v, int):
             raise TypeError(f"target.{f.name}: expected an int or None, got {type(v).__name__}")
         if have[f.name] is None:
-            raise ValueError(f"target.{f.name}: the model has no Mamba2 layers; leave it None")
+            raise ValueError(
+                f"target.{f.name}: {type(config).__name__} has no such dimension; leave it None"
+            )
         if v < 1:
             raise ValueError(f"target.{f.name}: must be >= 1, got {v}")
         if v > have[f.name]:
@@ -131,12 +139,12 @@ def _check_target(config, target: object) -> dict[str, int | None]:
                 f"target.{f.name}: {v} is above the model's {have[f.name]} (pruning cannot grow a model)"
             )
         out[f.name] = v
-    if hybrid and out["mamba_num_heads"] % config.n_groups:
+    if has_mamba and out["mamba_num_heads"] % G:
         raise ValueError(
-            f"target.mamba_num_heads: must be a multiple of n_groups={config.n_groups} (the same number of "
+            f"target.mamba_num_heads: must be a multiple of n_groups={G} (the same number of "
             f"heads is kept in every B/C group), got {out['mamba_num_heads']}"
         )
-    if out["num_attention_heads"] % config.num_key_value_heads:
+    if has_attn and out["num_attention_heads"] % config.num_key_value_heads:
         raise ValueError(
             f"target.num_attention_heads: must be a multiple of num_key_value_heads={config.num_key_value_heads} "
             f"(KV heads are never removed), got {out['num_attention_heads']}"
@@ -154,11 +162,7 @@ def _check_importance(model: nn.Module, importance: object) -> None:
     want = {
         "ffn": {i: (cfg.intermediate_size,) for i, k in enumerate(kinds) if "ffn" in k},
         "attn_heads": {i: (cfg.num_attention_heads,) for i, k in enumerate(kinds) if "attn" in k},
-        "mamba_x": {
-            i: (cfg.mamba_num_heads, cfg.mamba_head_dim)
-            for i, k in enumerate(kinds)
-            if "mamba" in k
-        },
+        "mamba_x": {i: _mamba_dims(cfg)[:2] for i, k in enumerate(kinds) if "mamba" in k},
     }
     for name, shapes in want.items():
         got = {i: tuple(t.shape) for i, t in getattr(importance, name).items()}
@@ -191,18 +195,18 @@ def make_plan(
     _check_importance(model, importance)
     if (
         mamba_strategy == "none"
-        and cfg.model_type == "nemotron_h"
-        and (t["mamba_num_heads"], t["mamba_head_dim"]) != (cfg.mamba_num_heads, cfg.mamba_head_dim)
+        and cfg.model_type != "llama"
+        and (t["mamba_num_heads"], t["mamba_head_dim"]) != _mamba_dims(cfg)[:2]
     ):
         raise ValueError(
             "target: mamba_strategy='none' keeps every Mamba2 head and channel; leave mamba_num_heads and mamba_head_dim None"
         )
-    if cfg.model_type == "nemotron_h":
-        if mamba_strategy == "heads_only" and t["mamba_head_dim"] != cfg.mamba_head_dim:
+    if cfg.model_type != "llama":
+        if mamba_strategy == "heads_only" and t["mamba_head_dim"] != _mamba_dims(cfg)[1]:
             raise ValueError(
                 "target.mamba_head_dim: mamba_strategy='heads_only' keeps every head channel; leave it None"
             )
-        if mamba_strategy == "head_dim_only" and t["mamba_num_heads"] != cfg.mamba_num_heads:
+        if mamba_strategy == "head_dim_only" and t["mamba_num_heads"] != _mamba_dims(cfg)[0]:
             raise ValueError(
                 "target.mamba_num_heads: mamba_strategy='head_dim_only' keeps every head; leave it None"
             )
@@ -210,7 +214,9 @@ def make_plan(
     order = torch.sort(importance.depth.double(), descending=True, stable=True).indices
     layers = sorted(order[: t["num_layers"]].tolist())
     plan = Plan(hidden=rank_channels(importance.hidden, t["hidden_size"]), layers=layers)
-    keep_per_kv = t["num_attention_heads"] // cfg.num_key_value_heads
+    keep_per_kv = (
+        t["num_attention_heads"] // cfg.num_key_value_heads if t["num_attention_heads"] else 0
+    )
     for i in layers:
         if "ffn" in kinds[i]:
             plan.ffn[i] = rank_channels(importance.ffn[i], t["intermediate_size"])
@@ -221,7 +227,7 @@ def make_plan(
         if "mamba" in kinds[i]:
             plan.mamba[i] = _mamba_choice(
                 importance.mamba_x[i],
-                cfg.n_groups,
+                _mamba_dims(cfg)[2],
                 t["mamba_num_heads"],
                 t["mamba_head_dim"],
                 mamba_strategy,
@@ -265,6 +271,21 @@ def _plan_config(config, plan: Plan):
 
     new = copy.deepcopy(config)
     new.hidden_size = len(plan.hidden)
+    if config.model_type == "mamba2":
+        H, P, _, _ = _mamba_dims(config)
+        new.num_heads = one((len(h) for h, _ in plan.mamba.values()), "mamba_num_heads", H)
+        new.head_dim = one((len(c) for _, c in plan.mamba.values()), "mamba_head_dim", P)
+        new.num_hidden_layers = len(plan.layers)
+        # Mamba2Mixer derives d_in = expand * hidden_size, and Mamba2Config's expand is an int
+        d_in = new.num_heads * new.head_dim
+        if d_in % new.hidden_size:
+            raise ValueError(
+                f"target: a Mamba2ForCausalLM needs mamba_num_heads * mamba_head_dim ({d_in}) to be an integer "
+                f"multiple of hidden_size ({new.hidden_size}): transformers derives d_in = expand * hidden_size "
+                "with an int expand"
+            )
+        new.expand = d_in // new.hidden_size
+        return new
     new.intermediate_size = one(
         (len(v) for v in plan.ffn.values()), "intermediate_size", config.intermediate_size
     )
@@ -341,11 +362,12 @@ def _check_plan(config, plan: Plan) -> None:
                 config.num_key_value_heads,
             )
         if "mamba" in kinds[i]:
+            H, P, G, _ = _mamba_dims(config)
             heads, channels = plan.mamba.get(i, (None, None))
-            idx(f"mamba[{i}] heads", heads, config.mamba_num_heads)
-            idx(f"mamba[{i}] channels", channels, config.mamba_head_dim)
+            idx(f"mamba[{i}] heads", heads, H)
+            idx(f"mamba[{i}] channels", channels, P)
             if not plan.mamba_regroup:
-                grouped(f"mamba[{i}] heads", heads, config.mamba_num_heads, config.n_groups)
+                grouped(f"mamba[{i}] heads", heads, H, G)
             elif len(heads) % config.n_groups:
                 raise ValueError(
                     f"plan: mamba[{i}] keeps {len(heads)} heads, not a multiple of n_groups"
@@ -361,9 +383,9 @@ def _cols(w, idx):
 
 
 def _slice_mamba(sd, out, m, n, cfg, hid, heads, channels):
-    P = cfg.mamba_head_dim
-    d_in = cfg.mamba_num_heads * P
-    gn = cfg.n_groups * cfg.ssm_state_size
+    H, P, G, N = _mamba_dims(cfg)
+    d_in = H * P
+    gn = G * N
     idx = (heads[:, None] * P + channels[None, :]).reshape(-1)  # I = {h·P + p}
     bc = torch.arange(2 * d_in, 2 * d_in + 2 * gn)
     in_rows = torch.cat([idx, d_in + idx, bc, 2 * d_in + 2 * gn + heads])  # z[I] x[I] B C dt[H']
@@ -423,19 +445,21 @@ def apply_plan(model: nn.Module, plan: Plan) -> nn.Module:
     new_cfg = _plan_config(cfg, plan)
     sd = model.state_dict()
     hid = plan.hidden
-    hd = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    if family != "mamba2":
+        hd = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
     out: dict[str, torch.Tensor] = {}
-    emb, final = (
-        ("model.embeddings", "model.norm_f")
-        if family == "nemotron_h"
-        else ("model.embed_tokens", "model.norm")
-    )
+    root = "backbone" if family == "mamba2" else "model"
+    emb, final = {
+        "nemotron_h": ("model.embeddings", "model.norm_f"),
+        "mamba2": ("backbone.embeddings", "backbone.norm_f"),
+        "llama": ("model.embed_tokens", "model.norm"),
+    }[family]
     out[emb + ".weight"] = _cols(sd[emb + ".weight"], hid)
     out[final + ".weight"] = _rows(sd[final + ".weight"], hid)
     if "lm_head.weight" in sd:
         out["lm_head.weight"] = _cols(sd["lm_head.weight"], hid)
     for j, i in enumerate(plan.layers):
-        src, dst = f"model.layers.{i}.", f"model.layers.{j}."
+        src, dst = f"{root}.layers.{i}.", f"{root}.layers.{j}."
         if family == "llama":
             for norm in ("input_layernorm", "post_attention_layernorm"):
                 out[dst + norm + ".weight"] = _rows(sd[src + norm + ".weight"], hid)
@@ -446,7 +470,7 @@ def apply_plan(model: nn.Module, plan: Plan) -> nn.Module:
             continue
         out[dst + "norm.weight"] = _rows(sd[src + "norm.weight"], hid)
         m, n = src + "mixer.", dst + "mixer."
-        kind = cfg.layers_block_type[i]
+        kind = "linear_attention" if family == "mamba2" else cfg.layers_block_type[i]
         if kind == "mlp":
             _slice_mlp(sd, out, m, n, hid, plan.ffn[i])
         elif kind == "full_attention":
@@ -474,7 +498,8 @@ def prune(
     seed: int = 0,
 ) -> nn.Module:
     """Prune a ``NemotronHForCausalLM`` (Minitron-SSM) or a ``LlamaForCausalLM``/``Qwen2ForCausalLM``
-    (attention-only Minitron: the same code without Mamba2 layers) to ``target`` by importance.
+    (attention-only Minitron: the same code without Mamba2 layers) or a ``Mamba2ForCausalLM``
+    (Mamba2 and embedding and depth only) to ``target`` by importance.
 
     Embedding channels, FFN neurons, attention heads (within each KV group) and, with
     ``mamba_strategy="group_aware"``, Mamba2 head channels (one set shared by all heads) and heads
@@ -488,7 +513,7 @@ def prune(
     built from an edited config; ``model`` is not modified.
 
     Raises:
-        TypeError: ``model`` is not one of those (Mamba2 pruning is not built yet), or ``target``/``importance`` have the wrong type.
+        TypeError: ``model`` is not one of those, or ``target``/``importance`` have the wrong type.
         ValueError: a target field is below 1 or above the model's size, ``mamba_num_heads`` is not a
             multiple of ``n_groups``, ``num_attention_heads`` not a multiple of the KV heads, or
             ``importance`` does not fit the model.
