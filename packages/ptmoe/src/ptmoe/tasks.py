@@ -1,0 +1,236 @@
+"""The reduced reproduction's QA data (a synthetic MRQA analogue) and SQuAD-style scoring.
+
+Every example is ``(source, answer, domain)``: ``source`` holds a context of 3–8 templated facts
+with distractors and a question, and ``answer`` is a span of the context. Six in-domain generators
+(people→city, object→colour, identifier→value, person→birth year, person→job, pet→animal) train
+the prompt; six out-of-domain ones test it (paraphrased facts, long contexts, list positions,
+two-hop, inverse questions, comparisons). Scoring is SQuAD's: lower-case, strip punctuation and
+articles, then token F1 and exact match.
+
+Not built yet: the GSM8K-style math generators (see the README).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import string
+from collections import Counter
+from collections.abc import Callable
+
+__all__ = [
+    "IN_DOMAIN",
+    "OUT_OF_DOMAIN",
+    "QAExample",
+    "exact_match",
+    "f1_score",
+    "normalize_answer",
+    "qa_examples",
+]
+
+NAMES = [
+    "Alice",
+    "Bruno",
+    "Carla",
+    "Deniz",
+    "Emil",
+    "Fatima",
+    "Goran",
+    "Hana",
+    "Ivo",
+    "Jana",
+    "Kofi",
+    "Lena",
+    "Marek",
+    "Nora",
+    "Omar",
+    "Petra",
+    "Quinn",
+    "Rosa",
+    "Sven",
+    "Tara",
+]
+CITIES = [
+    "Paris",
+    "Lagos",
+    "Lima",
+    "Oslo",
+    "Quito",
+    "Hanoi",
+    "Cairo",
+    "Perth",
+    "Porto",
+    "Riga",
+    "Tunis",
+    "Delhi",
+    "Dakar",
+    "Bern",
+    "Kyiv",
+    "Seoul",
+]
+COUNTRIES = [
+    "France",
+    "Nigeria",
+    "Peru",
+    "Norway",
+    "Ecuador",
+    "Vietnam",
+    "Egypt",
+    "Australia",
+    "Portugal",
+    "Latvia",
+    "Tunisia",
+    "India",
+    "Senegal",
+    "Switzerland",
+    "Ukraine",
+    "Korea",
+]
+OBJECTS = ["cup", "lamp", "chair", "kite", "book", "scarf", "bottle", "clock", "boat", "hat"]
+COLOURS = ["red", "blue", "green", "yellow", "black", "white", "orange", "purple", "grey", "pink"]
+JOBS = ["baker", "pilot", "nurse", "farmer", "painter", "teacher", "plumber", "chemist", "judge"]
+ANIMALS = ["dog", "cat", "parrot", "horse", "goat", "rabbit", "turtle", "hamster"]
+PETS = ["Rex", "Milo", "Luna", "Bella", "Otto", "Coco", "Nala", "Ziggy", "Pip", "Moss"]
+IDENTIFIERS = ["max_len", "buf_size", "retries", "timeout", "depth", "offset", "limit", "width"]
+
+
+class QAExample(tuple):
+    """``(source, answer, domain)``."""
+
+    __slots__ = ()
+
+    def __new__(cls, source: str, answer: str, domain: str):
+        return super().__new__(cls, (source, answer, domain))
+
+    source = property(lambda self: self[0])
+    answer = property(lambda self: self[1])
+    domain = property(lambda self: self[2])
+
+
+def _format(facts: list[str], question: str) -> str:
+    return "Context: " + " ".join(facts) + "\nQuestion: " + question + "\nAnswer:"
+
+
+def _pairs(rng: random.Random, keys: list[str], values: list[str], n: int) -> list[tuple[str, str]]:
+    return list(zip(rng.sample(keys, n), [rng.choice(values) for _ in range(n)]))
+
+
+def _lookup(template: str, question: str, keys, values, lo=3, hi=8):
+    def gen(rng: random.Random) -> tuple[str, str]:
+        pairs = _pairs(rng, keys, values, rng.randint(lo, min(hi, len(keys))))
+        k, v = rng.choice(pairs)
+        return _format([template.format(k=a, v=b) for a, b in pairs], question.format(k=k)), v
+
+    return gen
+
+
+def _birth(rng: random.Random) -> tuple[str, str]:
+    pairs = [(n, str(rng.randint(1900, 2020))) for n in rng.sample(NAMES, rng.randint(3, 8))]
+    k, v = rng.choice(pairs)
+    return _format([f"{a} was born in {b}." for a, b in pairs], f"In which year was {k} born?"), v
+
+
+def _list_position(rng: random.Random) -> tuple[str, str]:
+    items = rng.sample(COLOURS, rng.randint(3, 6))
+    i = rng.randrange(len(items))
+    ordinals = ["first", "second", "third", "fourth", "fifth", "sixth"]
+    facts = [f"The flags, from left to right, are {', '.join(items)}."]
+    return _format(facts, f"What colour is the {ordinals[i]} flag?"), items[i]
+
+
+def _two_hop(rng: random.Random) -> tuple[str, str]:
+    n = rng.randint(2, 4)
+    people, cities = rng.sample(NAMES, n), rng.sample(range(len(CITIES)), n)
+    facts = [f"{p} lives in {CITIES[c]}." for p, c in zip(people, cities)]
+    facts += [f"{CITIES[c]} is in {COUNTRIES[c]}." for c in cities]
+    rng.shuffle(facts)
+    j = rng.randrange(n)
+    return _format(facts, f"In which country does {people[j]} live?"), COUNTRIES[cities[j]]
+
+
+def _inverse(rng: random.Random) -> tuple[str, str]:
+    n = rng.randint(3, 8)
+    people, cities = rng.sample(NAMES, n), rng.sample(CITIES, n)
+    j = rng.randrange(n)
+    facts = [f"{p} lives in {c}." for p, c in zip(people, cities)]
+    return _format(facts, f"Who lives in {cities[j]}?"), people[j]
+
+
+def _compare(rng: random.Random) -> tuple[str, str]:
+    a, b = rng.sample(NAMES, 2)
+    x, y = rng.sample(range(1, 20), 2)
+    facts = [f"{a} has {x} apples.", f"{b} has {y} apples."]
+    return _format(facts, "Who has more apples?"), a if x > y else b
+
+
+IN_DOMAIN: dict[str, Callable[[random.Random], tuple[str, str]]] = {
+    "city": _lookup("{k} lives in {v}.", "Where does {k} live?", NAMES, CITIES),
+    "colour": _lookup("The {k} is {v}.", "What colour is the {k}?", OBJECTS, COLOURS),
+    "identifier": _lookup(
+        "{k} = {v}.", "What is the value of {k}?", IDENTIFIERS, [str(i) for i in range(10, 100)]
+    ),
+    "birth": _birth,
+    "job": _lookup("{k} works as a {v}.", "What is {k}'s job?", NAMES, JOBS),
+    "pet": _lookup("{k} is a {v}.", "What animal is {k}?", PETS, ANIMALS),
+}
+OUT_OF_DOMAIN: dict[str, Callable[[random.Random], tuple[str, str]]] = {
+    "paraphrase": _lookup(
+        "{k} has a home in {v}.", "Which city does {k} reside in?", NAMES, CITIES
+    ),
+    "long_context": _lookup("{k} lives in {v}.", "Where does {k} live?", NAMES, CITIES, 12, 18),
+    "list": _list_position,
+    "two_hop": _two_hop,
+    "inverse": _inverse,
+    "compare": _compare,
+}
+
+
+def qa_examples(domains: list[str] | tuple[str, ...], count: int, seed: int = 0) -> list[QAExample]:
+    """``count`` examples cycling over ``domains`` (names from ``IN_DOMAIN`` / ``OUT_OF_DOMAIN``).
+
+    Example:
+        >>> ex = qa_examples(["city"], 1, seed=0)[0]
+        >>> ex.domain, ex.answer in ex.source
+        ('city', True)
+    """
+    generators = {**IN_DOMAIN, **OUT_OF_DOMAIN}
+    unknown = [d for d in domains if d not in generators]
+    if unknown or not domains:
+        raise ValueError(
+            f"domains: unknown or empty {unknown or list(domains)}; known {sorted(generators)}"
+        )
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise ValueError(f"count: expected a non-negative int, got {count!r}")
+    rng = random.Random(seed)
+    out = []
+    for i in range(count):
+        domain = domains[i % len(domains)]
+        source, answer = generators[domain](rng)
+        out.append(QAExample(source, answer, domain))
+    return out
+
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCT = set(string.punctuation)
+
+
+def normalize_answer(text: str) -> str:
+    """SQuAD's normalisation: lower-case, drop punctuation and articles, collapse whitespace."""
+    text = "".join(ch for ch in text.lower() if ch not in _PUNCT)
+    return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+def exact_match(prediction: str, truth: str) -> float:
+    return float(normalize_answer(prediction) == normalize_answer(truth))
+
+
+def f1_score(prediction: str, truth: str) -> float:
+    """SQuAD token F1 between the normalised prediction and answer (1.0 when both are empty)."""
+    pred, gold = normalize_answer(prediction).split(), normalize_answer(truth).split()
+    if not pred or not gold:
+        return float(pred == gold)
+    common = sum((Counter(pred) & Counter(gold)).values())
+    if common == 0:
+        return 0.0
+    precision, recall = common / len(pred), common / len(gold)
+    return 2 * precision * recall / (precision + recall)

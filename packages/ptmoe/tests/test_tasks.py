@@ -1,0 +1,61 @@
+"""The synthetic MRQA analogue and SQuAD scoring."""
+
+from __future__ import annotations
+
+import pytest
+from ptmoe.tasks import (
+    IN_DOMAIN,
+    OUT_OF_DOMAIN,
+    exact_match,
+    f1_score,
+    normalize_answer,
+    qa_examples,
+)
+
+
+def test_six_plus_six_generators_with_span_answers():
+    assert len(IN_DOMAIN) == 6 and len(OUT_OF_DOMAIN) == 6
+    assert not set(IN_DOMAIN) & set(OUT_OF_DOMAIN)
+    for domain in [*IN_DOMAIN, *OUT_OF_DOMAIN]:
+        for ex in qa_examples([domain], 40, seed=1):
+            context = ex.source.split("\nQuestion:")[0]
+            assert ex.domain == domain
+            assert f" {ex.answer}" in context, (domain, ex)
+            assert ex.source.endswith("\nAnswer:")
+            if domain != "list":  # the list task is one sentence; the others 2 to 18 facts
+                assert 2 <= context.count(".") <= 18, ex
+
+
+def test_examples_are_seeded_and_cycle_over_domains():
+    a = qa_examples(["city", "two_hop", "compare"], 9, seed=7)
+    assert a == qa_examples(["city", "two_hop", "compare"], 9, seed=7)
+    assert a != qa_examples(["city", "two_hop", "compare"], 9, seed=8)
+    assert [e.domain for e in a] == ["city", "two_hop", "compare"] * 3
+
+
+def test_lookup_answers_are_determined_by_the_context():
+    # The asked key appears once, so the answer is unique.
+    for ex in qa_examples(list(IN_DOMAIN), 60, seed=2):
+        if ex.domain == "birth":
+            name = ex.source.split("was ")[-1].split(" born")[0]
+            assert ex.source.count(f"{name} was born") == 1
+
+
+def test_squad_scoring():
+    assert normalize_answer("The  Eiffel-Tower!") == "eiffeltower"
+    assert normalize_answer("an apple a day") == "apple day"
+    assert exact_match("the Paris.", "Paris") == 1.0
+    assert exact_match("Paris France", "Paris") == 0.0
+    assert f1_score("Paris France", "Paris") == pytest.approx(2 / 3)
+    assert f1_score("in Paris", "Paris France") == pytest.approx(0.5)
+    assert f1_score("Lima", "Paris") == 0.0
+    assert f1_score("", "") == 1.0 and f1_score("the", "Paris") == 0.0
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="domains: unknown or empty"):
+        qa_examples(["squad"], 3)
+    with pytest.raises(ValueError, match="domains: unknown or empty"):
+        qa_examples([], 3)
+    with pytest.raises(ValueError, match="count: expected a non-negative int"):
+        qa_examples(["city"], -1)
