@@ -391,7 +391,7 @@ def evict_speed(ctx: Context) -> None:
                 {name: step(name) for name in pair},
                 baseline="LRU",
                 min_time=ctx.pick(smoke=0.02, quick=0.5, full=2.0),
-                max_rounds=ctx.pick(smoke=5, quick=30, full=100),
+                max_rounds=ctx.pick(smoke=5, quick=10, full=100),
                 cpu_time=True,
             )
         ctx.log(str(result))
@@ -431,7 +431,7 @@ def predictor_speed(ctx: Context) -> None:
             },
             baseline="encoder+MLP",
             min_time=ctx.pick(smoke=0.02, quick=0.5, full=2.0),
-            max_rounds=ctx.pick(smoke=5, quick=30, full=100),
+            max_rounds=ctx.pick(smoke=5, quick=10, full=100),
             cpu_time=True,
         )
     ctx.log(str(result))
