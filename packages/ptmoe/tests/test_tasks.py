@@ -59,3 +59,43 @@ def test_bad_input():
         qa_examples([], 3)
     with pytest.raises(ValueError, match="count: expected a non-negative int"):
         qa_examples(["city"], -1)
+
+
+def test_math_problems_are_correct_and_scored_by_the_final_integer():
+    from ptmoe.tasks import (
+        MATH_IN_DOMAIN,
+        MATH_OUT_OF_DOMAIN,
+        final_integer,
+        math_accuracy,
+        math_examples,
+    )
+
+    assert len(MATH_IN_DOMAIN) == 1 and len(MATH_OUT_OF_DOMAIN) == 6
+    ops = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
+    for domain in [*MATH_IN_DOMAIN, *MATH_OUT_OF_DOMAIN]:
+        for ex in math_examples([domain], 50, seed=3):
+            work = ex.answer.split("####")[0].split(".")[:-1]
+            value = None
+            for step in work:  # every worked step is exact integer arithmetic
+                expr, result = step.split("=")
+                a, op, b = expr.split()
+                got = {"+": int(a) + int(b), "-": int(a) - int(b), "*": int(a) * int(b)}.get(op)
+                if op == "/":
+                    assert int(a) % int(b) == 0 and int(b) > 1
+                    got = int(a) // int(b)
+                assert got == int(result) and (value is None or int(a) == value)
+                value = got
+            assert final_integer(ex.answer) == value >= 0
+            expected = {"two_step": 2, "reworded": 2, "three_step": 3}.get(domain, 1)
+            assert len(work) == expected
+            if domain in ops:
+                assert ops[domain] in work[0]
+    assert final_integer("so 3 + 4 = 7 #### 7") == 7
+    assert final_integer("#### 1,234 apples") == 1234
+    assert final_integer("no number") is None
+    assert math_accuracy("blah #### 15", " 3 * 5 = 15. #### 15") == 1.0
+    assert math_accuracy("15 #### 16", " 3 * 5 = 15. #### 15") == 0.0
+    with pytest.raises(ValueError, match="answer: no integer"):
+        math_accuracy("1", "none")
+    with pytest.raises(ValueError, match="domains: unknown or empty"):
+        math_examples(["gsm8k"], 2)

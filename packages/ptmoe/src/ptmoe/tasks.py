@@ -7,7 +7,10 @@ the prompt; six out-of-domain ones test it (paraphrased facts, long contexts, li
 two-hop, inverse questions, comparisons). Scoring is SQuAD's: lower-case, strip punctuation and
 articles, then token F1 and exact match.
 
-Not built yet: the GSM8K-style math generators (see the README).
+The math data (a GSM8K / SVAMP analogue): two-step templated word problems in domain whose
+answer is a worked solution ending ``#### N``; out of domain single-operation add, sub, mul and div
+sets, a reworded two-step set and a three-step set. Scored by exact final-integer accuracy
+(:func:`final_integer`: the last integer after ``####``, else the last integer).
 """
 
 from __future__ import annotations
@@ -20,10 +23,15 @@ from collections.abc import Callable
 
 __all__ = [
     "IN_DOMAIN",
+    "MATH_IN_DOMAIN",
+    "MATH_OUT_OF_DOMAIN",
     "OUT_OF_DOMAIN",
     "QAExample",
     "exact_match",
     "f1_score",
+    "final_integer",
+    "math_accuracy",
+    "math_examples",
     "normalize_answer",
     "qa_examples",
 ]
@@ -234,3 +242,115 @@ def f1_score(prediction: str, truth: str) -> float:
         return 0.0
     precision, recall = common / len(pred), common / len(gold)
     return 2 * precision * recall / (precision + recall)
+
+
+# ---------------------------------------------------------------------------------------- math
+ITEMS = ["apples", "pencils", "stamps", "marbles", "coins", "shells", "cards", "eggs"]
+
+
+def _math(rng: random.Random, steps: list[str], reworded: bool = False) -> tuple[str, str]:
+    """A word problem applying ``steps`` (``add``, ``sub``, ``mul``, ``div``) to a start amount."""
+    name, item = rng.choice(NAMES), rng.choice(ITEMS)
+    value = rng.randint(2, 30)
+    if steps[0] == "div":  # an exact first division
+        value = rng.randint(2, 5) * rng.randint(2, 12)
+    if reworded:
+        sentences = [f"At the start of the day, {name}'s box holds {value} {item}."]
+    else:
+        sentences = [f"{name} has {value} {item}."]
+    work = []
+    for op in steps:
+        if op == "div" and not any(value % d == 0 for d in range(2, 6)):
+            op = "sub"  # a division that would not be exact becomes a subtraction
+        if op == "add":
+            x = rng.randint(2, 30)
+            text = (
+                f"Someone hands {name} {x} extra {item}." if reworded else f"{name} gets {x} more."
+            )
+            new, expr = value + x, f"{value} + {x}"
+        elif op == "sub":
+            x = rng.randint(1, value)
+            text = f"{x} of them are lost on the way." if reworded else f"{name} gives away {x}."
+            new, expr = value - x, f"{value} - {x}"
+        elif op == "mul":
+            x = rng.randint(2, 5)
+            text = (
+                f"The pile grows to {x} times its size."
+                if reworded
+                else f"{name} multiplies them by {x}."
+            )
+            new, expr = value * x, f"{value} * {x}"
+        else:
+            x = rng.choice([d for d in range(2, 6) if value % d == 0])
+            text = (
+                f"They are shared out equally among {x} friends; {name} keeps one share."
+                if reworded
+                else f"{name} splits them into {x} equal groups and keeps one."
+            )
+            new, expr = value // x, f"{value} / {x}"
+        sentences.append(text)
+        work.append(f"{expr} = {new}.")
+        value = new
+    question = f"How many {item} does {name} have now?"
+    source = "Problem: " + " ".join(sentences) + " " + question + "\nSolution:"
+    return source, " " + " ".join(work) + f" #### {value}"
+
+
+MATH_IN_DOMAIN: dict[str, Callable[[random.Random], tuple[str, str]]] = {
+    "two_step": lambda rng: _math(rng, rng.sample(["add", "sub", "mul", "div"], 2)),
+}
+MATH_OUT_OF_DOMAIN: dict[str, Callable[[random.Random], tuple[str, str]]] = {
+    "add": lambda rng: _math(rng, ["add"]),
+    "sub": lambda rng: _math(rng, ["sub"]),
+    "mul": lambda rng: _math(rng, ["mul"]),
+    "div": lambda rng: _math(rng, ["div"]),
+    "reworded": lambda rng: _math(rng, rng.sample(["add", "sub", "mul", "div"], 2), reworded=True),
+    "three_step": lambda rng: _math(
+        rng, [rng.choice(["add", "sub", "mul", "div"]) for _ in range(3)]
+    ),
+}
+
+
+def math_examples(
+    domains: list[str] | tuple[str, ...], count: int, seed: int = 0
+) -> list[QAExample]:
+    """``count`` math problems cycling over ``domains``; ``answer`` is the worked solution.
+
+    Example:
+        >>> ex = math_examples(["add"], 1, seed=0)[0]
+        >>> final_integer(ex.answer) == eval(ex.answer.split("=")[0])
+        True
+    """
+    generators = {**MATH_IN_DOMAIN, **MATH_OUT_OF_DOMAIN}
+    unknown = [d for d in domains if d not in generators]
+    if unknown or not domains:
+        raise ValueError(
+            f"domains: unknown or empty {unknown or list(domains)}; known {sorted(generators)}"
+        )
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise ValueError(f"count: expected a non-negative int, got {count!r}")
+    rng = random.Random(seed)
+    out = []
+    for i in range(count):
+        domain = domains[i % len(domains)]
+        source, answer = generators[domain](rng)
+        out.append(QAExample(source, answer, domain))
+    return out
+
+
+_INT = re.compile(r"-?\d+")
+
+
+def final_integer(text: str) -> int | None:
+    """The last integer after the last ``####`` (else the last integer in ``text``), or None."""
+    tail = text.rsplit("####", 1)[1] if "####" in text else text
+    found = _INT.findall(tail.replace(",", ""))
+    return int(found[-1]) if found else None
+
+
+def math_accuracy(prediction: str, answer: str) -> float:
+    """1.0 when the final integers of the prediction and the answer agree."""
+    truth = final_integer(answer)
+    if truth is None:
+        raise ValueError(f"answer: no integer in {answer!r}")
+    return float(final_integer(prediction) == truth)
