@@ -1,0 +1,1 @@
+"""Public ops of cads: argument checks, autograd functions and backend dispatch."""

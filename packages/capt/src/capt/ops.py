@@ -1,0 +1,1 @@
+"""Public ops of capt: argument checks, autograd functions and backend dispatch."""

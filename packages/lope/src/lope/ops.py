@@ -1,0 +1,1 @@
+"""Public ops of lope: argument checks, autograd functions and backend dispatch."""

@@ -1,0 +1,1 @@
+"""Public ops of qcs: argument checks, autograd functions and backend dispatch."""
