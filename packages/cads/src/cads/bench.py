@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from neurips25_core.bench import Context, Suite, compare, single_thread
 
-SUITE = Suite(name="cads", paper="Computational Budget Should Be Considered in Data Selection", url="https://arxiv.org/abs/2510.16806")
+SUITE = Suite(
+    name="cads",
+    paper="Computational Budget Should Be Considered in Data Selection",
+    url="https://arxiv.org/abs/2510.16806",
+)
 
 
 @SUITE.case("placeholder_speed", kind="speed")
