@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from neurips25_core.bench import Context, Suite, compare, single_thread
 
-SUITE = Suite(name="capt", paper="All You Need is One: Capsule Prompt Tuning with a Single Vector", url="https://arxiv.org/abs/2510.16670")
+SUITE = Suite(
+    name="capt",
+    paper="All You Need is One: Capsule Prompt Tuning with a Single Vector",
+    url="https://arxiv.org/abs/2510.16670",
+)
 
 
 @SUITE.case("placeholder_speed", kind="speed")
