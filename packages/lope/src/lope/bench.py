@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from neurips25_core.bench import Context, Suite, compare, single_thread
 
-SUITE = Suite(name="lope", paper="Noise-Robustness Through Noise: A Framework Combining Asymmetric LoRA with Poisoning MoE", url="https://arxiv.org/abs/2505.23868")
+SUITE = Suite(
+    name="lope",
+    paper="Noise-Robustness Through Noise: A Framework Combining Asymmetric LoRA with Poisoning MoE",
+    url="https://arxiv.org/abs/2505.23868",
+)
 
 
 @SUITE.case("placeholder_speed", kind="speed")
