@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from neurips25_core.bench import Context, Suite, compare, single_thread
 
-SUITE = Suite(name="qcs", paper="Quadratic Coreset Selection: Certifying and Reconciling Sequence and Token Mining for Efficient Instruction Tuning", url="https://openreview.net/forum?id=btZm6DUaDO")
+SUITE = Suite(
+    name="qcs",
+    paper="Quadratic Coreset Selection: Certifying and Reconciling Sequence and Token Mining for Efficient Instruction Tuning",
+    url="https://openreview.net/forum?id=btZm6DUaDO",
+)
 
 
 @SUITE.case("placeholder_speed", kind="speed")
