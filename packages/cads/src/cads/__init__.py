@@ -1,17 +1,21 @@
 """Computational Budget Should Be Considered in Data Selection (NeurIPS 2025).
 
 What exists so far: the compute budget and the penalty form's inner value (``budget``), the
-selection policies and the Hessian-free policy-gradient estimator (``policies``), and the float64
-least-squares reference with exact enumeration (``cads.reference``). The solvers
-(``budgeted_train``, ``CADS``, ``BudgetedPBCS``) and the baselines are not built yet.
+selection policies and the Hessian-free policy-gradient estimator (``policies``), the outer loop
+(``PolicyOptimizer``, ``BudgetedPBCS`` around a caller's value function), static rules as pure
+functions (``cads.baselines``) and the float64 least-squares reference (``cads.reference``).
+``budgeted_train``, the ``CADS`` solver and the model-training value functions are not built yet.
 """
 
 from .budget import Budget, budget_min, fit_loglinear, penalty_values
+from .outer import BudgetedPBCS, PolicyOptimizer
 from .policies import BernoulliPolicy, TruncatedGaussianPolicy, policy_gradient
 
 __all__ = [
     "BernoulliPolicy",
     "Budget",
+    "BudgetedPBCS",
+    "PolicyOptimizer",
     "TruncatedGaussianPolicy",
     "budget_min",
     "fit_loglinear",
