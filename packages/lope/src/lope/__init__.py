@@ -1,10 +1,24 @@
 """Noise-Robustness Through Noise: A Framework Combining Asymmetric LoRA with Poisoning MoE (NeurIPS 2025).
 
-So far: the math (``lope.ops``: ``expert_mix``, ``compensate``, ``route``, ``adapter``) with its
-float64 reference (``lope.reference``). The layer, the peft-style adapter, HyNoise, training and
-the benchmarks are not built yet (see the README).
+So far: the math (``lope.ops``) with its float64 reference (``lope.reference``), the layer
+(``AsymmetricLoRALinear``) and the peft-style adapter (``get_peft_model``, ``LoPEModel``,
+``LoPEConfig``, ``HydraLoRAConfig``). HyNoise, training, the Triton kernel, the baselines and the
+benchmarks are not built yet (see the README).
 """
 
+from .config import HydraLoRAConfig, LoPEConfig
+from .layer import AsymmetricLoRALinear
+from .model import LoPEModel, get_peft_model
 from .ops import adapter, compensate, expert_mix, route
 
-__all__ = ["adapter", "compensate", "expert_mix", "route"]
+__all__ = [
+    "AsymmetricLoRALinear",
+    "HydraLoRAConfig",
+    "LoPEConfig",
+    "LoPEModel",
+    "adapter",
+    "compensate",
+    "expert_mix",
+    "get_peft_model",
+    "route",
+]
