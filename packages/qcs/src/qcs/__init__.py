@@ -10,10 +10,12 @@ from .ops import (
     token_weights,
     weighted_response_loss,
 )
+from .selector import QCSSelector
 
 __all__ = [
     "HierarchicalBernoulliPolicy",
     "QCSConfig",
+    "QCSSelector",
     "Selection",
     "hierarchical_policy_gradient",
     "per_token_loss",

@@ -471,8 +471,8 @@ class HierarchicalBernoulliPolicy:
     def sample(self, K: int, generator: torch.Generator | None = None):
         """Draw ``K`` samples ``(w [K, n] bool, v [K, n, T] bool)`` from two uniform blocks.
 
-        The uniforms are drawn in a fixed order (sequence block, then token block) from
-        ``generator``, so the same seed gives the same samples (common random numbers).
+        The uniforms are drawn in a fixed order (sequence block, then token block unless
+        ``token_ratio == 1``) from ``generator``, so the same seed gives the same samples.
         """
         _check_int(K, "K", 1)
         if generator is not None and not isinstance(generator, torch.Generator):
@@ -481,8 +481,10 @@ class HierarchicalBernoulliPolicy:
             )
         n, T = self.t.shape
         u_seq = torch.rand(K, n, generator=generator, dtype=torch.float64)
-        u_tok = torch.rand(K, n, T, generator=generator, dtype=torch.float64)
         w = u_seq < self.s.double()
+        if self.token_ratio == 1.0:  # sequence-only: v ≡ 1, no token uniforms drawn (as PBCS)
+            return w, w[..., None] & self.token_mask
+        u_tok = torch.rand(K, n, T, generator=generator, dtype=torch.float64)
         v = (u_tok < self.t.double()) & self.token_mask & w[..., None]
         return w, v
 

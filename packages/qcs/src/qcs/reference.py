@@ -38,6 +38,7 @@ __all__ = [
     "mask_probabilities",
     "objective",
     "outer_loss",
+    "pbcs_sequence_reference",
 ]
 
 
@@ -167,3 +168,50 @@ def implicit_hypergradient(problem: RidgeProblem, c: torch.Tensor) -> torch.Tens
     gradF = 2 * problem.X_val.T @ rv / rv.numel()
     u = torch.linalg.solve(H, gradF)
     return -torch.einsum("ntd,d->nt", dG, u) * problem.token_mask.to(torch.float64)
+
+
+def pbcs_sequence_reference(
+    train_eval, token_mask, budget, rollouts, steps, lr, clip_norm, eps, seed
+) -> torch.Tensor:
+    """Plain sequence-level PBCS loop (float64): REINFORCE with the leave-one-out baseline, global
+    norm clipping, hand-written Adam with cosine-decayed learning rate, bisection projection.
+
+    ``train_eval(c [n, T]) -> float`` is one rollout. Returns the trajectory of ``s``, ``[steps, n]``.
+    Mask draws use ``torch.rand(K, n, generator)`` exactly as :class:`~qcs.HierarchicalBernoulliPolicy`
+    does for ``token_ratio = 1``; rollouts run under the same per-step torch seed.
+    """
+    import math
+
+    from .ops import project_capped_simplex
+
+    n = token_mask.shape[0]
+    s = torch.full((n,), budget / n, dtype=torch.float64)
+    m1 = torch.zeros_like(s)
+    m2 = torch.zeros_like(s)
+    gen = torch.Generator().manual_seed(seed)
+    traj = []
+    for step in range(steps):
+        w = torch.rand(rollouts, n, generator=gen, dtype=torch.float64) < s
+        Fv = []
+        for k in range(rollouts):
+            c = w[k, :, None].double() * (1 - eps) * token_mask.double()
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(seed * 1_000_003 + step)
+                Fv.append(float(train_eval(c)))
+        Fv = torch.tensor(Fv, dtype=torch.float64)
+        sc = s.clamp(1e-6, 1 - 1e-6)
+        g = ((Fv - Fv.mean())[:, None] * (w.double() - sc) / (sc * (1 - sc))).sum(0) / (
+            rollouts - 1
+        )
+        norm = float(g.norm())
+        g = g * min(1.0, clip_norm / (norm + 1e-6))
+        b1, b2, adam_eps = 0.9, 0.999, 1e-8
+        m1 = b1 * m1 + (1 - b1) * g
+        m2 = b2 * m2 + (1 - b2) * g * g
+        lr_t = lr * 0.5 * (1 + math.cos(math.pi * step / steps))
+        mhat = m1 / (1 - b1 ** (step + 1))
+        vhat = m2 / (1 - b2 ** (step + 1))
+        s = s - lr_t * mhat / (vhat.sqrt() + adam_eps)
+        s = project_capped_simplex(s, budget, method="bisect", tol=1e-10)
+        traj.append(s.clone())
+    return torch.stack(traj)

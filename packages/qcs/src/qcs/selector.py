@@ -1,0 +1,97 @@
+"""``QCSSelector``: the outer loop (single process).
+
+Each outer step draws ``K`` masks, trains one rollout per mask with ``train_fn(weights [n, T])``
+and scores it with ``eval_fn(model) -> float``, forms the hierarchical REINFORCE gradient, clips
+its global norm, takes an Adam step (``torch.optim.Adam`` with ``CosineAnnealingLR``) and
+projects onto the budgets. With ``token_ratio == 1`` only ``s`` is optimised (sequence-level
+PBCS). Common random numbers: the K rollouts of a step run under the same torch RNG seed
+(``torch.random.fork_rng``), so they differ only in their weights.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from .ops import (
+    HierarchicalBernoulliPolicy,
+    QCSConfig,
+    Selection,
+    hierarchical_policy_gradient,
+    token_weights,
+)
+
+__all__ = ["QCSSelector"]
+
+
+class QCSSelector:
+    """Learn ``s, t`` by hierarchical policy gradients, then keep the top-k coreset.
+
+    Args:
+        train_fn: ``weights [n, T] -> model``; fine-tunes from the same start point with the
+            elastic token weights (zero rows for unselected sequences).
+        eval_fn: ``model -> float``, the outer objective ``F`` (lower is better).
+        config: :class:`~qcs.QCSConfig`.
+        seed: seeds the mask generator and the per-step rollout seeds.
+        dtype: dtype of ``s, t`` (float64 for references).
+    """
+
+    def __init__(
+        self,
+        train_fn: Callable,
+        eval_fn: Callable,
+        config: QCSConfig,
+        seed: int = 0,
+        dtype: torch.dtype = torch.float32,
+    ) -> None:
+        if not callable(train_fn):
+            raise TypeError(f"train_fn: expected a callable, got {type(train_fn).__name__}")
+        if not callable(eval_fn):
+            raise TypeError(f"eval_fn: expected a callable, got {type(eval_fn).__name__}")
+        if not isinstance(config, QCSConfig):
+            raise TypeError(f"config: expected a QCSConfig, got {type(config).__name__}")
+        self.train_fn, self.eval_fn, self.config = train_fn, eval_fn, config
+        self.seed, self.dtype = int(seed), dtype
+        self.policy: HierarchicalBernoulliPolicy | None = None
+        self.history: list[dict] = []
+
+    def fit(self, pool) -> Selection:
+        """Run ``config.outer_steps`` steps on ``pool`` (its ``token_lengths`` or the lengths)."""
+        lengths = getattr(pool, "token_lengths", pool)
+        cfg = self.config
+        pol = HierarchicalBernoulliPolicy(lengths, cfg.budget, cfg.token_ratio, dtype=self.dtype)
+        self.policy = pol
+        seq_only = cfg.token_ratio == 1.0
+        s = pol.s.clone().requires_grad_(True)
+        t = pol.t.clone().requires_grad_(True)
+        params = [s] if seq_only else [s, t]
+        opt = torch.optim.Adam(params, lr=cfg.outer_lr)
+        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=cfg.outer_steps)
+        gen = torch.Generator().manual_seed(self.seed)
+        self.history = []
+        for step in range(cfg.outer_steps):
+            w, v = pol.sample(cfg.rollouts, gen)
+            F_values = torch.empty(cfg.rollouts, dtype=torch.float64)
+            for k in range(cfg.rollouts):
+                c = token_weights(w[k], v[k], cfg.elastic_eps, pol.token_mask).to(self.dtype)
+                with torch.random.fork_rng(devices=[]):
+                    torch.manual_seed(self.seed * 1_000_003 + step)
+                    F_values[k] = float(self.eval_fn(self.train_fn(c)))
+            g_s, g_t = hierarchical_policy_gradient(
+                F_values, w, v, pol.s, pol.t, pol.token_mask, cfg.baseline
+            )
+            s.grad = g_s.to(self.dtype).clone()
+            t.grad = None if seq_only else g_t.to(self.dtype).clone()
+            torch.nn.utils.clip_grad_norm_(params, cfg.clip_norm)
+            opt.step()
+            sched.step()
+            with torch.no_grad():
+                pol.s, pol.t = s.detach().clone(), t.detach().clone()
+                pol.project_()
+                s.copy_(pol.s)
+                t.copy_(pol.t)
+            self.history.append(
+                {"step": step, "F_mean": float(F_values.mean()), "s": pol.s.clone()}
+            )
+        return pol.select_topk()

@@ -1,0 +1,83 @@
+"""QCSSelector on the closed-form ridge toy problem: budgets, determinism, PBCS reduction."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from qcs import QCSConfig, QCSSelector
+from qcs.reference import make_ridge_problem, objective, pbcs_sequence_reference
+
+LENGTHS = [2, 3, 2, 3, 1, 3, 2, 2]
+
+
+def _fns(prob, noise=0.0):
+    """Rollout = exact ridge solve (+ optional noise from the global torch RNG, to test CRN)."""
+
+    def train_fn(c):
+        return objective(prob, c.double())
+
+    def eval_fn(F_value):
+        return float(F_value) + noise * float(torch.randn(()))
+
+    return train_fn, eval_fn
+
+
+def test_fit_respects_budgets_and_is_seeded():
+    prob = make_ridge_problem(LENGTHS, seed=1)
+    cfg = QCSConfig(budget=3, token_ratio=0.5, rollouts=4, outer_steps=5, inner_steps=1)
+    train_fn, eval_fn = _fns(prob, noise=0.01)
+    sel_a = QCSSelector(train_fn, eval_fn, cfg, seed=3, dtype=torch.float64)
+    out_a = sel_a.fit(LENGTHS)
+    out_b = QCSSelector(train_fn, eval_fn, cfg, seed=3, dtype=torch.float64).fit(LENGTHS)
+    assert torch.equal(out_a.sequence_idx, out_b.sequence_idx)
+    assert torch.equal(out_a.token_mask, out_b.token_mask)
+    pol = sel_a.policy
+    assert abs(float(pol.s.sum()) - 3) < 1e-6
+    torch.testing.assert_close(pol.t.sum(-1), pol.token_budgets, rtol=0, atol=1e-6)
+    assert float(pol.s.std()) > 0, "s did not move"
+    assert out_a.sequence_idx.numel() == 3
+    kept = out_a.token_mask.sum(-1)
+    lengths = torch.tensor(LENGTHS)
+    expected = torch.where(
+        torch.zeros(8, dtype=torch.bool).index_fill(0, out_a.sequence_idx, True),
+        torch.ceil(0.5 * lengths),
+        torch.zeros(8),
+    )
+    assert kept.tolist() == expected.long().tolist()
+    assert len(sel_a.history) == 5
+
+
+@pytest.mark.parametrize("noise", [0.0, 0.05])
+def test_sequence_only_reproduces_pbcs(noise):
+    """α = 1: the selector's s trajectory equals a plain PBCS loop with the same seeds (1e-6)."""
+    prob = make_ridge_problem(LENGTHS, seed=2)
+    cfg = QCSConfig(
+        budget=3, token_ratio=1.0, rollouts=4, outer_steps=6, inner_steps=1, outer_lr=0.05
+    )
+    train_fn, eval_fn = _fns(prob, noise)
+    sel = QCSSelector(train_fn, eval_fn, cfg, seed=5, dtype=torch.float64)
+    sel.fit(LENGTHS)
+    traj = torch.stack([h["s"] for h in sel.history])
+    ref = pbcs_sequence_reference(
+        lambda c: eval_fn(train_fn(c)),
+        sel.policy.token_mask,
+        budget=3,
+        rollouts=4,
+        steps=6,
+        lr=0.05,
+        clip_norm=3.0,
+        eps=0.1,
+        seed=5,
+    )
+    torch.testing.assert_close(traj, ref, rtol=0, atol=1e-6)
+    assert float((ref[-1] - 3 / 8).abs().max()) > 1e-3, "vacuous: s never moved"
+
+
+def test_selector_bad_input():
+    cfg = QCSConfig(budget=3)
+    with pytest.raises(TypeError, match="train_fn"):
+        QCSSelector(None, lambda m: 0.0, cfg)
+    with pytest.raises(TypeError, match="config"):
+        QCSSelector(lambda c: c, lambda m: 0.0, {"budget": 3})
+    with pytest.raises(ValueError, match="budget"):
+        QCSSelector(lambda c: c, lambda m: 0.0, cfg).fit([2, 2])
