@@ -3,13 +3,15 @@
 What exists so far: the compute budget and the penalty form's inner value (``budget``), the
 selection policies and the Hessian-free policy-gradient estimator (``policies``), the outer loop
 (``PolicyOptimizer``, ``BudgetedPBCS`` around a caller's value function), static rules as pure
-functions (``cads.baselines``) and the float64 least-squares reference (``cads.reference``).
-``budgeted_train``, the ``CADS`` solver and the model-training value functions are not built yet.
+functions (``cads.baselines``), the float64 least-squares reference (``cads.reference``) and
+``budgeted_train`` (exactly B steps, probe curve). The ``CADS`` solver and the model-training
+value functions are not built yet.
 """
 
 from .budget import Budget, budget_min, fit_loglinear, penalty_values
 from .outer import BudgetedPBCS, PolicyOptimizer
 from .policies import BernoulliPolicy, TruncatedGaussianPolicy, policy_gradient
+from .train import budgeted_train
 
 __all__ = [
     "BernoulliPolicy",
@@ -18,6 +20,7 @@ __all__ = [
     "PolicyOptimizer",
     "TruncatedGaussianPolicy",
     "budget_min",
+    "budgeted_train",
     "fit_loglinear",
     "penalty_values",
     "policy_gradient",
