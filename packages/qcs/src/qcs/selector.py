@@ -6,6 +6,11 @@ its global norm, takes an Adam step (``torch.optim.Adam`` with ``CosineAnnealing
 projects onto the budgets. With ``token_ratio == 1`` only ``s`` is optimised (sequence-level
 PBCS). Common random numbers: the K rollouts of a step run under the same torch RNG seed
 (``torch.random.fork_rng``), so they differ only in their weights.
+
+Distributed: when a ``torch.distributed`` process group is up (and ``distributed`` is not False),
+every rank draws the same masks from the same seed, rank ``r`` runs the rollouts ``k ≡ r (mod
+world)``, the ``F`` vector is summed across ranks (each entry is non-zero on one rank only, so the
+sum is an exact all-gather) and every rank takes the same policy step.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ class QCSSelector:
         config: :class:`~qcs.QCSConfig`.
         seed: seeds the mask generator and the per-step rollout seeds.
         dtype: dtype of ``s, t`` (float64 for references).
+        distributed: split the rollouts across ranks; ``None`` = when a process group is up.
+        keep_trajectory: also keep ``t`` per step in ``history`` (``s`` is always kept).
     """
 
     def __init__(
@@ -44,6 +51,8 @@ class QCSSelector:
         config: QCSConfig,
         seed: int = 0,
         dtype: torch.dtype = torch.float32,
+        distributed: bool | None = None,
+        keep_trajectory: bool = False,
     ) -> None:
         if not callable(train_fn):
             raise TypeError(f"train_fn: expected a callable, got {type(train_fn).__name__}")
@@ -53,6 +62,7 @@ class QCSSelector:
             raise TypeError(f"config: expected a QCSConfig, got {type(config).__name__}")
         self.train_fn, self.eval_fn, self.config = train_fn, eval_fn, config
         self.seed, self.dtype = int(seed), dtype
+        self.distributed, self.keep_trajectory = distributed, bool(keep_trajectory)
         self.policy: HierarchicalBernoulliPolicy | None = None
         self.history: list[dict] = []
 
@@ -70,14 +80,19 @@ class QCSSelector:
         sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=cfg.outer_steps)
         gen = torch.Generator().manual_seed(self.seed)
         self.history = []
+        dist = torch.distributed
+        split = dist.is_available() and dist.is_initialized() and self.distributed is not False
+        rank, world = (dist.get_rank(), dist.get_world_size()) if split else (0, 1)
         for step in range(cfg.outer_steps):
             w, v = pol.sample(cfg.rollouts, gen)
-            F_values = torch.empty(cfg.rollouts, dtype=torch.float64)
-            for k in range(cfg.rollouts):
+            F_values = torch.zeros(cfg.rollouts, dtype=torch.float64)
+            for k in range(rank, cfg.rollouts, world):
                 c = token_weights(w[k], v[k], cfg.elastic_eps, pol.token_mask).to(self.dtype)
                 with torch.random.fork_rng(devices=[]):
                     torch.manual_seed(self.seed * 1_000_003 + step)
                     F_values[k] = float(self.eval_fn(self.train_fn(c)))
+            if world > 1:
+                dist.all_reduce(F_values, op=dist.ReduceOp.SUM)
             g_s, g_t = hierarchical_policy_gradient(
                 F_values, w, v, pol.s, pol.t, pol.token_mask, cfg.baseline
             )
@@ -91,7 +106,8 @@ class QCSSelector:
                 pol.project_()
                 s.copy_(pol.s)
                 t.copy_(pol.t)
-            self.history.append(
-                {"step": step, "F_mean": float(F_values.mean()), "s": pol.s.clone()}
-            )
+            record = {"step": step, "F_mean": float(F_values.mean()), "s": pol.s.clone()}
+            if self.keep_trajectory:
+                record["t"] = pol.t.clone()
+            self.history.append(record)
         return pol.select_topk()
