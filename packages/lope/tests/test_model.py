@@ -206,3 +206,19 @@ def test_layer_rejects_bad_arguments():
         lope.AsymmetricLoRALinear(nn.Linear(4, 4), num_experts=1, poison=(0,))
     with pytest.raises(ValueError, match="mode"):
         lope.AsymmetricLoRALinear(nn.Linear(4, 4)).set_mode("train")
+
+
+def test_one_expert_without_poison_equals_peft_lora():
+    peft = pytest.importorskip("peft", reason="peft (the `peers` extra) is not installed")
+    base = _base()
+    config = dict(r=3, lora_alpha=32, lora_dropout=0.0, target_modules=["up_proj", "down_proj"])
+    theirs = peft.get_peft_model(copy.deepcopy(base), peft.LoraConfig(**config))
+    ours = lope.get_peft_model(copy.deepcopy(base), lope.HydraLoRAConfig(num_experts=1, **config))
+    with torch.no_grad():
+        for name, module in theirs.base_model.model.named_modules():
+            if name.endswith(("up_proj", "down_proj")):
+                layer = ours.adapted[name]
+                module.lora_B["default"].weight.copy_(randn(*layer.lora_B.shape[1:], seed=7))
+                layer.lora_A.copy_(module.lora_A["default"].weight)
+                layer.lora_B.copy_(module.lora_B["default"].weight[None])
+    assert_close(ours(input_ids=IDS).logits, theirs(input_ids=IDS).logits, rtol=1e-6)
