@@ -83,3 +83,32 @@ def _make_masks(batch: int, length: int, padding: str, seed: int = 0):
 def make_masks():
     """``make_masks(batch, length, padding, seed=0) -> (attention_mask, instance_mask)``."""
     return _make_masks
+
+
+VOCAB = 48
+
+
+def _tiny_llama(hidden=32, layers=3, seed=0, dtype=torch.float32):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        attn_implementation="eager",
+    )
+    return LlamaForCausalLM(config).to(dtype).eval()
+
+
+@pytest.fixture
+def tiny_llama():
+    """``tiny_llama(hidden=32, layers=3, seed=0, dtype=float32)``: a LlamaForCausalLM from a config."""
+    return _tiny_llama

@@ -117,7 +117,7 @@ def test_slot_content_entering_each_selected_layer(source, toy_stack, make_masks
     _, entering = capsule_forward(e, inst, attn, layers, p, ids, 0.5, "add", source, norms)
     for row, ell in enumerate(ids):
         src = entering[ell][:, 2:]
-        s = instance_semantics(norms[ell](src) if source == "hidden" else src, inst)
+        s = instance_semantics(norms[ell](src) if source == "hidden" else e, inst)
         assert_close(entering[ell][:, :2], p[row][None] + 0.5 * s[:, None], rtol=1e-14)
     # Unselected layers see exactly the previous layer's output.
     attn_ext = torch.cat([torch.ones(3, 2, dtype=torch.long), attn], 1)

@@ -256,12 +256,13 @@ def capsule_forward(
         )
     row = {lid: i for i, lid in enumerate(ids)}
 
+    fixed = instance_semantics(embeds, instance_mask) if instance_source == "embedding" else None
+
     def semantics(h_src: torch.Tensor, ell: int) -> torch.Tensor | None:
-        if instance_source == "none":
-            return None
-        return instance_semantics(
-            norms[ell](h_src) if instance_source == "hidden" else h_src, instance_mask
-        )
+        # "embedding": s of the input embeddings, the same for every layer; "hidden": s_ℓ.
+        if instance_source != "hidden":
+            return fixed
+        return instance_semantics(norms[ell](h_src), instance_mask)
 
     # Before layer 0 the slots hold the capsule of the first selected layer, its s taken at layer 0.
     first = capsule_slots(prompts[0], semantics(embeds, 0), alpha, fusion)

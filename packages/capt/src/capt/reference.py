@@ -63,7 +63,8 @@ def capsule_forward_reference(
     The k' capsule slots are prepended before the first token; their content before layer 0 is the
     capsule of the first selected layer (with ``instance_source="hidden"``, its ``s`` is taken from
     the normed embeddings, ``norms[0]``) *(design)*. Entering every selected layer ℓ the slots are
-    overwritten with ``c_ℓ = p_ℓ + α s_ℓ`` (``fusion="add"``) or ``[p_ℓ; α s_ℓ]``
+    overwritten with ``c_ℓ = p_ℓ + α s_ℓ`` (``fusion="add"``; ``s_ℓ = s`` of the input embeddings
+    for every ℓ under ``instance_source="embedding"``) or ``[p_ℓ; α s_ℓ]``
     (``fusion="concat"``); other layers are untouched.
 
     Args:
@@ -102,7 +103,13 @@ def capsule_forward_reference(
             if ell in selected:
                 c = _slots(
                     prompts[selected[ell]],
-                    _semantics(h[0, k:], src, ell, instance_source, norms),
+                    _semantics(
+                        h[0, k:] if instance_source == "hidden" else e,
+                        src,
+                        ell,
+                        instance_source,
+                        norms,
+                    ),
                     alpha,
                     fusion,
                 )

@@ -1,0 +1,70 @@
+"""The hooked Llama against ``capsule_forward_reference`` run over the same decoder layers."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from capt import CapsuleConfig, get_peft_model
+from capt.reference import capsule_forward_reference
+
+from neurips25_core.testing import assert_close
+
+
+def _reference_layers(base):
+    """Each decoder layer as ``layer(h, mask)``: positions from the mask, causal + padding mask."""
+
+    def wrap(layer):
+        def f(h, mask):
+            pos = (mask.long().cumsum(-1) - 1).clamp(min=0)
+            pe = base.model.rotary_emb(h, position_ids=pos)
+            t = h.shape[1]
+            allowed = torch.ones(t, t, dtype=torch.bool).tril()[None] & mask.bool()[:, None, :]
+            additive = torch.zeros(allowed.shape, dtype=h.dtype)
+            additive = additive.masked_fill(~allowed, torch.finfo(h.dtype).min)[:, None]
+            return layer(h, attention_mask=additive, position_embeddings=pe, position_ids=pos)
+
+        return f
+
+    return [wrap(layer) for layer in base.model.layers]
+
+
+@pytest.mark.parametrize("t", [1, 7, 33])
+@pytest.mark.parametrize("padding", ["left", "right"])
+@pytest.mark.parametrize(
+    ("dtype", "rtol", "source"),
+    [
+        (torch.float64, 1e-10, "embedding"),
+        (torch.float64, 1e-10, "hidden"),
+        (torch.float32, 1e-5, "embedding"),
+    ],
+)
+def test_hooked_llama_matches_reference(t, padding, dtype, rtol, source, tiny_llama, make_masks):
+    base = tiny_llama(dtype=dtype)
+    cfg = CapsuleConfig(
+        layers=[0, 2], instance_source=source, alpha=0.7, init="normal", init_std=0.5
+    )
+    model = get_peft_model(base, cfg, generator=torch.Generator().manual_seed(t))
+    attn, inst = make_masks(2, t, padding, seed=t)
+    ids = torch.randint(3, 48, (2, t), generator=torch.Generator().manual_seed(t)) * attn
+    with torch.no_grad():
+        logits = model(input_ids=ids, attention_mask=attn, instance_mask=inst).logits
+        ref_base = copy.deepcopy(base).double()  # the reference always runs in float64
+        embeds = ref_base.model.embed_tokens(ids)
+        norms = [layer.input_layernorm for layer in ref_base.model.layers]
+        h, _ = capsule_forward_reference(
+            embeds,
+            inst,
+            attn,
+            _reference_layers(ref_base),
+            model.capsules.double(),
+            [0, 2],
+            0.7,
+            "add",
+            source,
+            norms,
+        )
+        ref = ref_base.lm_head(ref_base.model.norm(h))
+    real = torch.cat([torch.ones(2, 1, dtype=torch.bool), attn.bool()], 1)
+    assert_close(logits[real], ref[real], rtol=rtol)
