@@ -2,17 +2,19 @@
 
 So far: the math (``lope.ops``) with its float64 reference (``lope.reference``), the layer
 (``AsymmetricLoRALinear``) and the peft-style adapter (``get_peft_model``, ``LoPEModel``,
-``LoPEConfig``, ``HydraLoRAConfig``). HyNoise, training, the Triton kernel, the baselines and the
+``LoPEConfig``, ``HydraLoRAConfig``), and ``HyNoise``. Training, the Triton kernel, the baselines and the
 benchmarks are not built yet (see the README).
 """
 
 from .config import HydraLoRAConfig, LoPEConfig
 from .layer import AsymmetricLoRALinear
 from .model import LoPEModel, get_peft_model
+from .noise import HyNoise
 from .ops import adapter, compensate, expert_mix, route
 
 __all__ = [
     "AsymmetricLoRALinear",
+    "HyNoise",
     "HydraLoRAConfig",
     "LoPEConfig",
     "LoPEModel",
