@@ -2,7 +2,7 @@
 
 So far: the math (``lope.ops``) with its float64 reference (``lope.reference``), the layer
 (``AsymmetricLoRALinear``) and the peft-style adapter (``get_peft_model``, ``LoPEModel``,
-``LoPEConfig``, ``HydraLoRAConfig``), and ``HyNoise``. Training, the Triton kernel, the baselines and the
+``LoPEConfig``, ``HydraLoRAConfig``), ``HyNoise`` and ``train_lope`` (no DDP test yet). the Triton kernel, the baselines and the
 benchmarks are not built yet (see the README).
 """
 
@@ -11,6 +11,7 @@ from .layer import AsymmetricLoRALinear
 from .model import LoPEModel, get_peft_model
 from .noise import HyNoise
 from .ops import adapter, compensate, expert_mix, route
+from .train import LoPETrainResult, train_lope
 
 __all__ = [
     "AsymmetricLoRALinear",
@@ -18,9 +19,11 @@ __all__ = [
     "HydraLoRAConfig",
     "LoPEConfig",
     "LoPEModel",
+    "LoPETrainResult",
     "adapter",
     "compensate",
     "expert_mix",
     "get_peft_model",
     "route",
+    "train_lope",
 ]
