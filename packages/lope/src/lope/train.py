@@ -2,7 +2,10 @@
 
 Both stages run through ``neurips25_core.models.train`` (warm-up + cosine, clipping, under
 ``enable_grad``), each with a fresh AdamW over the parameters ``set_stage`` returns, so rows of
-``lora_B`` that a stage freezes (exact-zero gradient, weight decay 0) never move.
+``lora_B`` that a stage freezes (exact-zero gradient, weight decay 0) never move. Under an
+initialised ``torch.distributed`` process group with more than one rank, each stage wraps the model
+in ``DistributedDataParallel`` (built after ``set_stage``, so it tracks exactly that stage's
+trainable parameters); every rank passes its own shard of each batch.
 """
 
 from __future__ import annotations
@@ -27,6 +30,16 @@ class LoPETrainResult:
     stage1: TrainResult
     stage2: TrainResult
     delta_A: dict[str, float]
+
+
+def _maybe_ddp(model: LoPEModel):
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        from torch.nn.parallel import DistributedDataParallel
+
+        return DistributedDataParallel(model)
+    return model
 
 
 def _snapshot_A(model: LoPEModel) -> list[torch.Tensor]:
@@ -94,12 +107,12 @@ def train_lope(
     model.set_stage("stage1")
     if noise is not None:
         with noise.embedding_noise(model.base_model):
-            stage1 = train(model, noisy_data, desc="LoPE stage I", **common)
+            stage1 = train(_maybe_ddp(model), noisy_data, desc="LoPE stage I", **common)
     else:
-        stage1 = train(model, noisy_data, desc="LoPE stage I", **common)
+        stage1 = train(_maybe_ddp(model), noisy_data, desc="LoPE stage I", **common)
     middle = _snapshot_A(model)
     model.set_stage("stage2")
-    stage2 = train(model, clean_data, desc="LoPE stage II", **common)
+    stage2 = train(_maybe_ddp(model), clean_data, desc="LoPE stage II", **common)
     delta = {"stage1": _delta_between(start, middle), "stage2": _delta(model, middle)}
     model.set_stage("inference")
     model.eval()
