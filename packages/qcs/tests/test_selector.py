@@ -81,3 +81,17 @@ def test_selector_bad_input():
         QCSSelector(lambda c: c, lambda m: 0.0, {"budget": 3})
     with pytest.raises(ValueError, match="budget"):
         QCSSelector(lambda c: c, lambda m: 0.0, cfg).fit([2, 2])
+
+
+def test_full_budget_is_token_only_selection():
+    """m = n: s stays at 1, every mask keeps every sequence, only t moves (spec §2 reduction)."""
+    prob = make_ridge_problem(LENGTHS, seed=3)
+    cfg = QCSConfig(budget=len(LENGTHS), token_ratio=0.5, rollouts=4, outer_steps=4, inner_steps=1)
+    train_fn, eval_fn = _fns(prob)
+    sel = QCSSelector(train_fn, eval_fn, cfg, seed=1, dtype=torch.float64, keep_trajectory=True)
+    out = sel.fit(LENGTHS)
+    for h in sel.history:
+        assert torch.equal(h["s"], torch.ones(len(LENGTHS), dtype=torch.float64))
+    assert out.sequence_idx.tolist() == list(range(len(LENGTHS)))
+    t0 = 0.5 * sel.policy.token_mask.double()
+    assert float((sel.history[-1]["t"] - t0).abs().max()) > 1e-3, "t never moved"
