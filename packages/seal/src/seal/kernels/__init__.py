@@ -1,0 +1,1 @@
+"""Triton kernels (imported lazily by ops.py)."""

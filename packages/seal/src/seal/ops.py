@@ -1,0 +1,1 @@
+"""Public ops of seal: argument checks, autograd functions and backend dispatch."""
