@@ -1,3 +1,27 @@
 """Self-Refining Language Model Anonymizers via Adversarial Distillation (NeurIPS 2025)."""
 
-__all__: list[str] = []
+from seal.data import (
+    ATTRIBUTES,
+    SCHEMA,
+    AttributeSchema,
+    Cue,
+    Profile,
+    SyntheticProfiles,
+    split_profiles,
+)
+from seal.scoring import Utility, UtilityJudge, combined_score, privacy_key, privacy_rate
+
+__all__ = [
+    "ATTRIBUTES",
+    "SCHEMA",
+    "AttributeSchema",
+    "Cue",
+    "Profile",
+    "SyntheticProfiles",
+    "Utility",
+    "UtilityJudge",
+    "combined_score",
+    "privacy_key",
+    "privacy_rate",
+    "split_profiles",
+]

@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from neurips25_core.bench import Context, Suite, compare, single_thread
 
-SUITE = Suite(name="seal", paper="Self-Refining Language Model Anonymizers via Adversarial Distillation", url="https://arxiv.org/abs/2506.01420")
+SUITE = Suite(
+    name="seal",
+    paper="Self-Refining Language Model Anonymizers via Adversarial Distillation",
+    url="https://arxiv.org/abs/2506.01420",
+)
 
 
 @SUITE.case("placeholder_speed", kind="speed")
