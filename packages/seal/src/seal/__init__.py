@@ -1,5 +1,6 @@
 """Self-Refining Language Model Anonymizers via Adversarial Distillation (NeurIPS 2025)."""
 
+from seal.adversary import AttributeInferrer, BagOfWordsInferrer, Inference, LexiconInferrer, leaked
 from seal.data import (
     ATTRIBUTES,
     SCHEMA,
@@ -14,13 +15,18 @@ from seal.scoring import Utility, UtilityJudge, combined_score, privacy_key, pri
 __all__ = [
     "ATTRIBUTES",
     "SCHEMA",
+    "AttributeInferrer",
     "AttributeSchema",
+    "BagOfWordsInferrer",
     "Cue",
+    "Inference",
+    "LexiconInferrer",
     "Profile",
     "SyntheticProfiles",
     "Utility",
     "UtilityJudge",
     "combined_score",
+    "leaked",
     "privacy_key",
     "privacy_rate",
     "split_profiles",
