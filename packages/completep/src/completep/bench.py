@@ -217,6 +217,17 @@ for _kind in ("sp", "completep", "mup", "depth_mup"):
     )
 
 
+def _grid_extend(grid: list[int], bpbs: list[float], lo: int, hi: int) -> int | None:
+    """The next log₂η to run when the best point sits at an end of ``grid`` (None: interior, or the
+    limit [lo, hi] reached). The same rule for every arm, so SP gets CompleteP's sweep budget."""
+    best = min(range(len(grid)), key=bpbs.__getitem__)
+    if best == 0 and grid[0] - 1 >= lo:
+        return grid[0] - 1
+    if best == len(grid) - 1 and grid[-1] + 1 <= hi:
+        return grid[-1] + 1
+    return None
+
+
 def _lr_transfer(ctx: Context, kinds: list[str], tag: str) -> None:
     import statistics
 
@@ -231,19 +242,20 @@ def _lr_transfer(ctx: Context, kinds: list[str], tag: str) -> None:
     seq = ctx.pick(smoke=16, quick=32, full=32)
     batch = ctx.pick(smoke=4, quick=4, full=8)
     steps = ctx.pick(smoke=4, quick=30, full=200)
-    depths = ctx.pick(smoke=[1, 2], quick=[2, 8], full=[2, 4, 8])
-    main_grid = ctx.pick(smoke=[-8, -6], quick=[-8, -6, -4], full=list(range(-8, -3)))
-    side_grid = ctx.pick(smoke=[-8, -6], quick=[-8, -6, -4], full=list(range(-7, -2)))
-    grids = {"sp": main_grid, "completep": main_grid, "mup": side_grid, "depth_mup": side_grid}
-    # a second seed at the three grid LRs around each seed-0 optimum (SP and CompleteP); off at
-    # full size since the 200-step run had to fit the CPU budget (the committed 60-step run at
-    # 4c5d943 has it)
-    # (smoke: only the arm cases take that path, to keep each case's smoke run short)
-    second_seed = ctx.pick(smoke=bool(tag), quick=False, full=False)
-    eval_batches = ctx.pick(smoke=2, quick=4, full=10)
+    depths = ctx.pick(smoke=[1, 2], quick=[2, 8], full=[2, 4, 8, 16])
+    # every arm starts from the same grid and extends it by one octave at a time while seed 0's
+    # best point sits at an end (full size), so each arm's optimum is interior (up to the limits)
+    start_grid = ctx.pick(smoke=[-8, -6], quick=[-8, -6, -4], full=list(range(-10, -4)))
+    limits = ctx.pick(smoke=(-9, -5), quick=(-8, -4), full=(-14, -2))
+    extend = ctx.pick(smoke=bool(tag), quick=False, full=True)
+    # a second seed at the three grid LRs around each seed-0 optimum, every arm (smoke: only the
+    # arm cases take that path, to keep each case's smoke run short)
+    second_seed = ctx.pick(smoke=bool(tag), quick=False, full=True)
+    eval_batches = ctx.pick(smoke=2, quick=4, full=25)
     corpus = stdlib_corpus()
     base = _base_config(width, heads, 4 * width, seq)
     runs = []
+    grids: dict[tuple[str, int], list[int]] = {}
 
     def run(kind, cfg, depth, log2_lr, seed):
         out = _train_one(
@@ -261,23 +273,39 @@ def _lr_transfer(ctx: Context, kinds: list[str], tag: str) -> None:
         )
         runs.append({"kind": kind, "depth": depth, "log2_lr": log2_lr, "seed": seed, **out})
 
-    def mean_bpb(kind, depth, log2_lr):
+    def bpb_of(kind, depth, log2_lr, seeds=None):
         vals = [
             r["val_bpb"]
             for r in runs
-            if r["kind"] == kind and r["depth"] == depth and r["log2_lr"] == log2_lr
+            if r["kind"] == kind
+            and r["depth"] == depth
+            and r["log2_lr"] == log2_lr
+            and (seeds is None or r["seed"] in seeds)
         ]
+        if not vals:
+            return math.nan
         return statistics.fmean(vals) if all(math.isfinite(v) for v in vals) else math.inf
 
     with torch.inference_mode(False), single_thread():
         for kind in kinds:
             cfg = ParamConfig(kind=kind, base_width=width, base_depth=depths[0])
             for depth in depths:
-                for log2_lr in grids[kind]:
+                grid = list(start_grid)
+                grids[(kind, depth)] = grid
+                for log2_lr in grid:
                     run(kind, cfg, depth, log2_lr, seed=0)
-                if second_seed and kind in ("sp", "completep"):
-                    grid = grids[kind]
-                    best = min(range(len(grid)), key=lambda i: mean_bpb(kind, depth, grid[i]))
+                while extend:
+                    nxt = _grid_extend(grid, [bpb_of(kind, depth, x) for x in grid], *limits)
+                    if nxt is None:
+                        break
+                    if nxt < grid[0]:
+                        grid.insert(0, nxt)
+                    else:
+                        grid.append(nxt)
+                    ctx.log(f"{kind} L={depth}: optimum at the grid's end, extending to 2^{nxt}")
+                    run(kind, cfg, depth, nxt, seed=0)
+                if second_seed:
+                    best = min(range(len(grid)), key=lambda i: bpb_of(kind, depth, grid[i]))
                     lo = min(max(0, best - 1), max(0, len(grid) - 3))
                     for log2_lr in grid[lo : lo + 3]:
                         run(kind, cfg, depth, log2_lr, seed=1)
@@ -285,9 +313,22 @@ def _lr_transfer(ctx: Context, kinds: list[str], tag: str) -> None:
         for kind in kinds:
             fits = {}
             for depth in depths:
-                grid = grids[kind]
-                bpbs = [mean_bpb(kind, depth, x) for x in grid]
+                grid = grids[(kind, depth)]
+                bpbs = [bpb_of(kind, depth, x) for x in grid]
                 fit = fit_optimal_lr([2.0**x for x in grid], bpbs)
+                # per seed: seed 0 over its whole grid, seed 1 over its three points
+                per_seed = {}
+                for seed in (0, 1):
+                    xs = [x for x in grid if not math.isnan(bpb_of(kind, depth, x, {seed}))]
+                    if len(xs) >= 3:
+                        ys = [bpb_of(kind, depth, x, {seed}) for x in xs]
+                        per_seed[seed] = fit_optimal_lr([2.0**x for x in xs], ys)
+                gaps = [
+                    abs(bpb_of(kind, depth, x, {0}) - bpb_of(kind, depth, x, {1}))
+                    for x in grid
+                    if math.isfinite(bpb_of(kind, depth, x, {1}))
+                    and math.isfinite(bpb_of(kind, depth, x, {0}))
+                ]
                 best_lr = grid[min(range(len(grid)), key=bpbs.__getitem__)]
                 at_best = [
                     r
@@ -300,6 +341,9 @@ def _lr_transfer(ctx: Context, kinds: list[str], tag: str) -> None:
                 )
                 fits[depth] = {
                     **fit,
+                    "grid": grid,
+                    "per_seed": {str(k): v for k, v in per_seed.items()},
+                    "max_seed_gap_bpb": max(gaps) if gaps else math.nan,
                     "best_val_bpb": min(bpbs),
                     "best_grid_log2_lr": best_lr,
                     "clip_rate_at_best": clip_rate,
@@ -318,8 +362,24 @@ def _lr_transfer(ctx: Context, kinds: list[str], tag: str) -> None:
                 ctx.record("best_val_bpb", min(bpbs), "bits/byte", kind=kind, depth=depth)
                 ctx.record("clip_rate_at_best", clip_rate, "", kind=kind, depth=depth)
                 ctx.record("rel_weight_change_at_best", moved, "", kind=kind, depth=depth)
+                if gaps:
+                    ctx.record("max_seed_gap_bpb", max(gaps), "bits/byte", kind=kind, depth=depth)
             slope = loglog_slope(depths, [fits[d]["log2_lr"] for d in depths])
             ctx.record("log2_lr_slope_vs_log2_depth", slope, "", lower_is_better=False, kind=kind)
+            seed_slopes = {}
+            for seed in ("0", "1"):
+                if all(seed in fits[d]["per_seed"] for d in depths):
+                    seed_slopes[seed] = loglog_slope(
+                        depths, [fits[d]["per_seed"][seed]["log2_lr"] for d in depths]
+                    )
+                    ctx.record(
+                        "log2_lr_slope_vs_log2_depth",
+                        seed_slopes[seed],
+                        "",
+                        lower_is_better=False,
+                        kind=kind,
+                        seed=int(seed),
+                    )
             lazy = fits[depths[-1]]["rel_weight_change_at_best"] / max(
                 fits[depths[0]]["rel_weight_change_at_best"], 1e-30
             )
@@ -331,7 +391,12 @@ def _lr_transfer(ctx: Context, kinds: list[str], tag: str) -> None:
                 kind=kind,
                 depths=f"{depths[-1]}/{depths[0]}",
             )
-            summary[kind] = {"fits": fits, "slope": slope, "laziness_ratio": lazy}
+            summary[kind] = {
+                "fits": fits,
+                "slope": slope,
+                "slope_per_seed": seed_slopes,
+                "laziness_ratio": lazy,
+            }
         if not _mup_available():
             ctx.log(
                 "peer mup: not installed, its check is skipped (`uv pip install --no-deps mup`)"
@@ -348,15 +413,19 @@ def _lr_transfer(ctx: Context, kinds: list[str], tag: str) -> None:
                 "seq": seq,
                 "batch": batch,
                 "steps": steps,
+                "eval_batches": eval_batches,
+                "start_grid": start_grid,
+                "grid_limits": limits,
                 "schedule": "10% linear warm-up, linear decay to 10%",
             },
             indent=1,
         )
     )
     for kind in kinds:
+        xs = sorted({x for d in depths for x in grids[(kind, d)]})
         plot_lines(
-            grids[kind],
-            {f"L={d}": [mean_bpb(kind, d, x) for x in grids[kind]] for d in depths},
+            xs,
+            {f"L={d}": [bpb_of(kind, d, x) for x in xs] for d in depths},
             ctx.path(f"lr_transfer_{'arm_' if tag else ''}{kind}.png"),
             xlabel="log2 base LR",
             ylabel="validation bits/byte (mean over seeds)",
