@@ -1,5 +1,6 @@
 """The suite's cases, its helpers, and benchmarks/gpu.py at toy size on CPU."""
 
+import dataclasses
 import importlib.util
 import json
 from pathlib import Path
@@ -56,3 +57,41 @@ def test_gpu_script_toy_mode(tmp_path):
     assert plan == {4: [2, 3, 4], 8: [2, 3, 4]}
     plan = module.plan({"taus": (1, 2, 3, 4, 5), "budget_s": 10.0}, {2: 5.0, 4: 1.0, 8: 1.0})
     assert plan == {4: [1, 2, 3, 4, 5], 8: [1, 2, 3, 4, 5]}
+
+
+def _grid_runs(losses, cell=16, seed=0):
+    from hpscaling.experiment import RunSpec
+
+    taus = [0.1, 0.14, 0.2, 0.28, 0.4, 0.57, 0.8]
+    out = []
+    for tau, loss in zip(taus, losses, strict=True):
+        spec = RunSpec(hidden=cell, heads=2, batch=4, tpp=1.0, tau=tau, seed=seed)
+        out.append({"tau": tau, "val_loss": loss, "spec": dataclasses.asdict(spec)})
+    return out
+
+
+def test_replicas_take_the_window_around_each_minimum_and_stay_inside_the_grid():
+    from hpscaling.bench import _replicas
+
+    inner = _grid_runs([5, 4, 3, 2, 3, 4, 5])  # minimum at τ = 0.28
+    edge = _grid_runs([1, 2, 3, 4, 5, 6, 7], cell=8)  # minimum at the grid's lowest τ
+    specs = _replicas(inner + edge, (1, 2), 3, lambda r: r["spec"]["hidden"])
+    got = sorted((s.hidden, s.tau, s.seed) for s in specs)
+    want = sorted(
+        [(16, t, s) for t in (0.2, 0.28, 0.4) for s in (1, 2)]
+        + [(8, t, s) for t in (0.1, 0.14, 0.2) for s in (1, 2)]
+    )
+    assert got == want
+
+
+def test_workers_come_from_the_environment_and_bad_values_are_refused(monkeypatch):
+    from hpscaling.bench import _workers
+
+    monkeypatch.delenv("HPSCALING_WORKERS", raising=False)
+    assert _workers() == 1
+    monkeypatch.setenv("HPSCALING_WORKERS", "2")
+    assert _workers() == 2
+    for bad in ("0", "two"):
+        monkeypatch.setenv("HPSCALING_WORKERS", bad)
+        with pytest.raises(ValueError, match="HPSCALING_WORKERS"):
+            _workers()

@@ -4,7 +4,8 @@ import math
 
 import numpy as np
 import pytest
-from hpscaling import estimate_b_crit, fit_power_law, fit_tau_law
+from hpscaling import estimate_b_crit, fit_power_law, fit_tau_law, fit_tau_law_seeds
+from hpscaling.fit import power_law_slope_ci
 
 
 def test_fit_power_law_recovers_planted_constants_under_noise():
@@ -148,3 +149,64 @@ def test_estimate_b_crit_needs_three_batches_reaching_the_target():
     assert [p[0] for p in fit.points] == [256.0, 1024.0, 4096.0, 16384.0]
     assert len(fit.notes) == 1 and "B=65536" in fit.notes[0]
     assert fit.B_crit == pytest.approx(4096.0, rel=0.02)
+
+
+def _seeded(cells, taus, seeds, noise, rng):
+    runs = []
+    for seed in seeds:
+        for r in _bowl_runs(cells, taus):
+            if r["lam"] > 0:
+                runs.append({**r, "seed": seed, "loss": r["loss"] + rng.normal(0, noise)})
+    return runs
+
+
+def test_fit_tau_law_seeds_recovers_the_planted_law_with_an_interval_that_covers_it():
+    rng = np.random.default_rng(0)
+    cells = [(1e5, t, 1024.0) for t in (10.0, 40.0, 160.0)]
+    taus = np.geomspace(0.02, 3.0, 9)
+    out = fit_tau_law_seeds(_seeded(cells, taus, (0, 1, 2), 0.002, rng), n_boot=60)
+    assert out.fit.m_tau == pytest.approx(-0.527, abs=0.05)
+    lo, hi = out.m_tau_ci
+    assert lo < -0.527 < hi and hi - lo < 0.2
+    rlo, rhi = out.m_tau_regression_ci
+    assert rlo < out.fit.m_tau < rhi
+    assert sorted(out.per_seed) == [0, 1, 2]
+    assert all(f.m_tau == pytest.approx(-0.527, abs=0.1) for f in out.per_seed.values())
+    assert set(out.seeds.values()) == {3} and out.boot_fits == 60
+    assert all(ci is not None and ci[0] < ci[1] for ci in out.tau_opt_ci)
+
+
+def test_fit_tau_law_seeds_without_noise_is_fit_tau_law_and_has_zero_width_intervals():
+    cells = [(1e5, 20.0, b) for b in (512.0, 1024.0, 2048.0)]
+    runs = [{**r, "seed": s} for s in (0, 1) for r in _bowl_runs(cells, np.geomspace(0.02, 3, 7))]
+    out = fit_tau_law_seeds(runs, n_boot=20)
+    (entry,), (ci,) = out.fit.law1, out.law1_ci
+    assert entry["slope"] == pytest.approx(1.0, rel=1e-9)
+    assert ci == pytest.approx((1.0, 1.0), rel=1e-9)
+    assert out.fit.m_tau is None and out.m_tau_ci is None  # one TPP: no τ law
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "runs", "name"),
+    [
+        ({"n_boot": 5}, None, "n_boot"),
+        ({"level": 95}, None, "level"),
+        ({}, [{"N": 1, "D": 1, "B": 1, "eta": 1, "lam": 1, "loss": 1, "seed": 0.5}], "seed"),
+        ({}, [{"N": 1, "D": 1, "B": 1, "eta": 1, "lam": 1, "loss": 1}] * 2, "second run"),
+    ],
+)
+def test_fit_tau_law_seeds_bad_input(kwargs, runs, name):
+    with pytest.raises(ValueError, match=name):
+        fit_tau_law_seeds(
+            runs if runs is not None else _bowl_runs([(1e5, 20.0, 1e3)], [1, 2, 3]), **kwargs
+        )
+
+
+def test_power_law_slope_ci_is_a_point_on_an_exact_line_and_covers_a_noisy_one():
+    x = np.geomspace(1, 100, 5)
+    assert power_law_slope_ci(x, 2 * x**-0.5) == pytest.approx((-0.5, -0.5), abs=1e-9)
+    rng = np.random.default_rng(1)
+    lo, hi = power_law_slope_ci(x, 2 * x**-0.5 * np.exp(rng.normal(0, 0.05, 5)))
+    assert lo < -0.5 < hi
+    with pytest.raises(ValueError, match="x"):
+        power_law_slope_ci([1, 2], [1, 2])

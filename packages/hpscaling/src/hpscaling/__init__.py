@@ -12,7 +12,16 @@ Example (CPU):
     (0.224, 238070)
 """
 
-from hpscaling.fit import BCritFit, TauCell, TauLawFit, estimate_b_crit, fit_power_law, fit_tau_law
+from hpscaling.fit import (
+    BCritFit,
+    SeededTauLawFit,
+    TauCell,
+    TauLawFit,
+    estimate_b_crit,
+    fit_power_law,
+    fit_tau_law,
+    fit_tau_law_seeds,
+)
 from hpscaling.laws import (
     FIXED_LAMBDA,
     PAPER,
@@ -38,6 +47,7 @@ __all__ = [
     "Constant",
     "PowerLinesConstants",
     "Recommendation",
+    "SeededTauLawFit",
     "TauCell",
     "TauLawFit",
     "apply_timescale",
@@ -48,6 +58,7 @@ __all__ = [
     "estimate_b_crit",
     "fit_power_law",
     "fit_tau_law",
+    "fit_tau_law_seeds",
     "global_batch",
     "kaplan_batch",
     "lambda_opt",

@@ -25,11 +25,14 @@ import numpy as np
 
 __all__ = [
     "BCritFit",
+    "SeededTauLawFit",
     "TauCell",
     "TauLawFit",
     "estimate_b_crit",
     "fit_power_law",
     "fit_tau_law",
+    "fit_tau_law_seeds",
+    "power_law_slope_ci",
     "run_field",
 ]
 
@@ -295,6 +298,177 @@ def fit_tau_law(runs: Iterable[Any], window: int | None = 5, d_rtol: float = 0.0
             }
         )
     return TauLawFit(tuple(cells), c_tau, m_tau, r2, tuple(law1), tuple(notes))
+
+
+def power_law_slope_ci(x: Any, y: Any, level: float = 0.95) -> tuple[float, float]:
+    """The ``level`` confidence interval of the slope m of an unweighted log-log line fit.
+
+    Student-t with n − 2 degrees of freedom on the residuals of log y = log c + m·log x; it
+    assumes independent errors of equal size, so with few points it is wide (3 points: 1 dof).
+    """
+    from scipy.stats import t as student_t
+
+    if isinstance(level, bool) or not isinstance(level, float) or not 0 < level < 1:
+        raise ValueError(f"level: expected a float in (0, 1), got {level!r}")
+    xs, ys = _positive_vector("x", x), _positive_vector("y", y)
+    if xs.shape != ys.shape:
+        raise ValueError(f"y: expected {xs.shape[0]} values like x, got {ys.shape[0]}")
+    if xs.shape[0] < 3 or np.unique(xs).shape[0] < 2:
+        raise ValueError("x: a slope interval needs at least 3 points and 2 distinct x values")
+    lx, ly = np.log(xs), np.log(ys)
+    m, b = np.polyfit(lx, ly, 1)
+    dof = xs.shape[0] - 2
+    s2 = float(np.sum((ly - (m * lx + b)) ** 2)) / dof
+    se = math.sqrt(s2 / float(np.sum((lx - lx.mean()) ** 2)))
+    half = float(student_t.ppf(0.5 + level / 2, dof)) * se
+    return float(m - half), float(m + half)
+
+
+@dataclasses.dataclass(frozen=True)
+class SeededTauLawFit:
+    """What :func:`fit_tau_law_seeds` found.
+
+    Attributes:
+        fit: :func:`fit_tau_law` on the seed-mean loss of every (N, D, B, η, λ) point.
+        per_seed: ``{seed: TauLawFit}`` on each seed's runs alone (a seed that ran fewer than 3 λ
+            in some cell only fits its other cells).
+        seeds: how many seeds each point has: ``{(N, D, B, eta, lam): count}``.
+        m_tau_ci: the ``level`` interval of m_τ over the seed bootstrap (None without a τ law).
+        m_tau_regression_ci: the Student-t interval of m_τ's line fit through the cells.
+        law1_ci: one ``(low, high)`` per entry of ``fit.law1``, over the bootstrap.
+        tau_opt_ci: one ``(low, high)`` or None per cell of ``fit.cells``, over the bootstrap.
+        boot_fits: how many bootstrap replicates gave a τ law (of ``n_boot``).
+        n_boot: the number of bootstrap replicates.
+    """
+
+    fit: TauLawFit
+    per_seed: dict[int, TauLawFit]
+    seeds: dict[tuple[float, float, float, float, float], int]
+    m_tau_ci: tuple[float, float] | None
+    m_tau_regression_ci: tuple[float, float] | None
+    law1_ci: tuple[tuple[float, float] | None, ...]
+    tau_opt_ci: tuple[tuple[float, float] | None, ...]
+    boot_fits: int
+    n_boot: int
+
+
+def fit_tau_law_seeds(
+    runs: Iterable[Any],
+    n_boot: int = 200,
+    level: float = 0.95,
+    rng_seed: int = 0,
+    window: int | None = 5,
+    d_rtol: float = 0.02,
+) -> SeededTauLawFit:
+    """:func:`fit_tau_law` over repeated seeds, with the seed noise of every fitted number.
+
+    The central fit uses the mean loss over the seeds of each (N, D, B, η, λ) point. The
+    bootstrap redraws, at every point, its seeds' losses with replacement and refits; the
+    intervals are the percentiles of what it gives. A point run with one seed is held fixed in
+    every replicate, so its noise is not counted: run the points near each optimum with ≥ 2 seeds.
+
+    Args:
+        runs: records like :func:`fit_tau_law`'s, plus an int ``seed`` (default 0).
+        n_boot: bootstrap replicates (>= 10).
+        level: the interval's coverage, in (0, 1).
+        rng_seed: the bootstrap's random seed.
+        window, d_rtol: passed to :func:`fit_tau_law`.
+    """
+    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 10:
+        raise ValueError(f"n_boot: expected an int >= 10, got {n_boot!r}")
+    if isinstance(level, bool) or not isinstance(level, float) or not 0 < level < 1:
+        raise ValueError(f"level: expected a float in (0, 1), got {level!r}")
+    if isinstance(runs, (str, bytes)):
+        raise TypeError("runs: expected an iterable of run records")
+    points: dict[tuple[float, float, float, float, float], dict[int, float]] = {}
+    for i, run in enumerate(runs):
+        key = tuple(run_field(run, k, i) for k in ("N", "D", "B", "eta", "lam"))
+        loss = run_field(run, "loss", i)
+        has_seed = (isinstance(run, Mapping) and "seed" in run) or hasattr(run, "seed")
+        seed = run_field(run, "seed", i) if has_seed else 0.0
+        if seed != int(seed):
+            raise ValueError(f"runs[{i}].seed: expected an integer, got {seed}")
+        if int(seed) in points.setdefault(key, {}):
+            raise ValueError(f"runs[{i}]: a second run of seed {int(seed)} at the same point")
+        points[key][int(seed)] = loss
+    if not points:
+        raise ValueError("runs: no runs")
+
+    def records(losses: dict) -> list[dict[str, float]]:
+        return [
+            {"N": k[0], "D": k[1], "B": k[2], "eta": k[3], "lam": k[4], "loss": v}
+            for k, v in losses.items()
+        ]
+
+    def quiet_fit(recs: list[dict[str, float]]) -> TauLawFit:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return fit_tau_law(recs, window=window, d_rtol=d_rtol)
+
+    fit = fit_tau_law(
+        records({k: float(np.mean(list(v.values()))) for k, v in points.items()}),
+        window=window,
+        d_rtol=d_rtol,
+    )
+    per_seed = {}
+    for seed in sorted({s for v in points.values() for s in v}):
+        mine = {k: v[seed] for k, v in points.items() if seed in v}
+        by_cell: dict[tuple[float, ...], list] = {}
+        for k in mine:
+            by_cell.setdefault(k[:4], []).append(k)
+        kept = {k: mine[k] for ks in by_cell.values() if len({k[4] for k in ks}) >= 3 for k in ks}
+        if kept:
+            per_seed[seed] = quiet_fit(records(kept))
+    rng = np.random.default_rng(rng_seed)
+    keys = list(points)
+    arrays = [np.array(list(points[k].values())) for k in keys]
+    m_boot: list[float] = []
+    law1_boot: list[list[float]] = [[] for _ in fit.law1]
+    tau_boot: list[list[float]] = [[] for _ in fit.cells]
+    cell_index = {(c.N, c.D, c.B, c.eta): j for j, c in enumerate(fit.cells)}
+    law1_index = {(e["N"], tuple(e["B"])): j for j, e in enumerate(fit.law1)}
+    for _ in range(n_boot):
+        draw = {
+            k: float(a.mean() if a.shape[0] == 1 else rng.choice(a, a.shape[0]).mean())
+            for k, a in zip(keys, arrays, strict=True)
+        }
+        rep = quiet_fit(records(draw))
+        if rep.m_tau is not None:
+            m_boot.append(rep.m_tau)
+        for c in rep.cells:
+            j = cell_index.get((c.N, c.D, c.B, c.eta))
+            if j is not None and c.tau_opt is not None and not c.extrapolated:
+                tau_boot[j].append(c.tau_opt)
+        for e in rep.law1:
+            j = law1_index.get((e["N"], tuple(e["B"])))
+            if j is not None:
+                law1_boot[j].append(e["slope"])
+    lo, hi = 50 * (1 - level), 50 * (1 + level)
+
+    def interval(values: list[float], need: int) -> tuple[float, float] | None:
+        if len(values) < need:
+            return None
+        return float(np.percentile(values, lo)), float(np.percentile(values, hi))
+
+    # an interval only when most replicates gave the number (else it describes the few that did)
+    need = max(2, n_boot // 2)
+    regression_ci = None
+    usable = [c for c in fit.cells if c.tau_opt is not None and not c.extrapolated]
+    if fit.m_tau is not None:
+        regression_ci = power_law_slope_ci(
+            [c.tpp for c in usable], [c.tau_opt for c in usable], level
+        )
+    return SeededTauLawFit(
+        fit=fit,
+        per_seed=per_seed,
+        seeds={k: len(v) for k, v in points.items()},
+        m_tau_ci=interval(m_boot, need) if fit.m_tau is not None else None,
+        m_tau_regression_ci=regression_ci,
+        law1_ci=tuple(interval(v, need) for v in law1_boot),
+        tau_opt_ci=tuple(interval(v, need) for v in tau_boot),
+        boot_fits=len(m_boot),
+        n_boot=n_boot,
+    )
 
 
 @dataclasses.dataclass(frozen=True)
