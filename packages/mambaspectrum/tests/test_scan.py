@@ -52,6 +52,24 @@ def test_large_decay_does_not_overflow():
     assert_close(y, selective_scan_ref(u, delta * 200.0, A, B, C), rtol=1e-5)
 
 
+def test_backward_is_finite_when_a_chunk_decays_by_hundreds_of_nats():
+    # 40 tokens x 12.5 nats = 500 nats in one chunk: under the forward's 600-nat split, but
+    # 1/growth^2 (the backward of x / growth) would overflow float64 and turn gradients to NaN
+    u, _delta, _A, B, C, *_ = inputs(length=40, d=3, n=2)
+    delta = torch.full_like(u, 12.5)
+    A = -torch.ones(3, 2) * torch.tensor([1.0, 0.02])
+    leaves = [t.clone().requires_grad_(True) for t in (u, delta, A, B, C)]
+    y = selective_scan_chunked(*leaves, chunk=40)
+    ref_leaves = [t.double().clone().requires_grad_(True) for t in (u, delta, A, B, C)]
+    y_ref = selective_scan_ref(*ref_leaves)
+    gy = randn(*y.shape, seed=97)
+    grads = torch.autograd.grad((y * gy).sum(), leaves)
+    grads_ref = torch.autograd.grad((y_ref * gy.double()).sum(), ref_leaves)
+    for name, g, g_ref in zip(["u", "delta", "A", "B", "C"], grads, grads_ref, strict=True):
+        assert torch.isfinite(g).all(), name
+        assert_close(g, g_ref, rtol=1e-5)
+
+
 def test_chunk_boundary_state_carry_equals_h0():
     u, delta, A, B, C, *_ = inputs(length=30, with_h0=False)
     y_full = selective_scan(u, delta, A, B, C, backend="chunked")

@@ -90,8 +90,9 @@ def selective_scan_chunked(
             if float(-cum[:, :, -1].detach().min()) > _MAX_LOG_DECAY:
                 mid = (start + stop) // 2
                 return run(mid, stop, run(start, mid, h))
-            growth = torch.exp(cum)
-            states = growth * (h[:, :, None] + torch.cumsum(x / growth, dim=2))
+            # x * exp(-cum), not x / exp(cum): the backward of a division squares the divisor,
+            # which underflows to 0 past ~350 nats and turns the gradients into inf/NaN
+            states = torch.exp(cum) * (h[:, :, None] + torch.cumsum(x * torch.exp(-cum), dim=2))
         ys.append(torch.einsum("bdtn,btn->bdt", states, c_c))
         return states[:, :, -1]
 
