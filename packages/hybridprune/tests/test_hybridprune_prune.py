@@ -219,7 +219,7 @@ def test_prune_bad_model_importance_and_strategy(make_nemotron_h):
     with pytest.raises(ValueError, match="importance"):
         prune(model, other, PruneTarget())
     with pytest.raises(ValueError, match="mamba_strategy"):
-        prune(model, imp, PruneTarget(), mamba_strategy="flat_channel")  # not built yet
+        prune(model, imp, PruneTarget(), mamba_strategy="flat_chanel")  # misspelt
     with pytest.raises(ValueError, match="mamba_strategy='none'"):
         prune(model, imp, PruneTarget(mamba_num_heads=4), mamba_strategy="none")
 

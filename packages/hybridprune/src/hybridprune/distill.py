@@ -98,6 +98,7 @@ def distill(
     weight_decay: float = 0.0,
     clip: float | None = 1.0,
     progress: bool = False,
+    callback=None,
 ) -> list[float]:
     """Distil ``teacher`` into ``student`` with ``kd_loss`` and AdamW for ``steps`` steps; returns the losses.
 
@@ -110,6 +111,10 @@ def distill(
     batches; the loss is the KL summed over every rank's tokens divided by the global token count,
     and gradients are all-reduced (summed), so two ranks take the step one process takes on the
     union of their batches.
+
+    ``callback(step, student)``, when given, runs after every optimizer step (``step`` counts from
+    1), for example to evaluate the student on held-out data; the student is put back in training
+    mode afterwards.
     """
     for name, m in (("student", student), ("teacher", teacher)):
         if not isinstance(m, nn.Module):
@@ -132,6 +137,10 @@ def distill(
         or not temperature > 0
     ):
         raise ValueError(f"temperature: expected a number > 0, got {temperature!r}")
+    if callback is not None and not callable(callback):
+        raise TypeError(
+            f"callback: expected a callable (step, student), got {type(callback).__name__}"
+        )
     data = list(_batches(batches, None))
     if not data:
         raise ValueError("batches: no batch was given")
@@ -180,6 +189,9 @@ def distill(
                 opt.step()
                 losses.append(float(reported))
                 bar.update(1)
+                if callback is not None:
+                    callback(step + 1, student)
+                    student.train()
             bar.close()
     finally:
         teacher.train(teacher_training)

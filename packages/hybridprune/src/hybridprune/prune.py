@@ -27,7 +27,7 @@ __all__ = [
     "prune",
 ]
 
-#: the ``mamba_strategy`` values implemented so far (``flat_channel`` masks are not built yet)
+#: the ``mamba_strategy`` values (``flat_channel`` is a mask baseline: dense Mamba2 layers with zeros)
 MAMBA_STRATEGIES = (
     "group_aware",
     "none",
@@ -35,6 +35,7 @@ MAMBA_STRATEGIES = (
     "head_dim_only",
     "random",
     "group_agnostic",
+    "flat_channel",
 )
 
 
@@ -188,7 +189,7 @@ def make_plan(
     _family(model)
     if mamba_strategy not in MAMBA_STRATEGIES:
         raise ValueError(
-            f"mamba_strategy: expected one of {MAMBA_STRATEGIES} (the others are not built yet), got {mamba_strategy!r}"
+            f"mamba_strategy: expected one of {MAMBA_STRATEGIES} , got {mamba_strategy!r}"
         )
     cfg = model.config
     t = _check_target(cfg, target)
@@ -238,6 +239,9 @@ def make_plan(
 
 
 def _mamba_choice(x, n_groups, num_heads, head_dim, strategy, seed):
+    if strategy == "flat_channel":  # the layer stays whole; prune() masks channels afterwards
+        n_h, p = x.shape
+        return torch.arange(n_h), torch.arange(p)
     if strategy == "random":  # the same counts as group-aware, drawn at random (seeded per layer)
         g = torch.Generator().manual_seed(seed)
         n_h, p = x.shape
@@ -509,8 +513,11 @@ def prune(
     heads, every channel kept), ``"head_dim_only"`` (channels, every head kept), ``"random"`` (the same
     per-group counts at random, seeded by ``seed`` + block index) and ``"group_agnostic"`` (one global
     head ranking; kept heads are reassigned to groups by position, so they read other groups' B/C and
-    the gated norm groups straddle the original groups). Returns a new model of the same class
-    built from an edited config; ``model`` is not modified.
+    the gated norm groups straddle the original groups) and ``"flat_channel"`` (a mask baseline:
+    every Mamba2 layer stays dense and keeps the top ``mamba_num_heads * mamba_head_dim`` of its
+    H·P channels ranked as one flat vector, ignoring heads and groups; the others are zeroed and
+    held at zero by gradient hooks, see ``hybridprune.masks``; no speed-up). Returns a new model
+    of the same class built from an edited config; ``model`` is not modified.
 
     Raises:
         TypeError: ``model`` is not one of those, or ``target``/``importance`` have the wrong type.
@@ -518,9 +525,16 @@ def prune(
             multiple of ``n_groups``, ``num_attention_heads`` not a multiple of the KV heads, or
             ``importance`` does not fit the model.
     """
-    return apply_plan(
-        model, make_plan(model, importance, target, mamba_strategy=mamba_strategy, seed=seed)
-    )
+    plan = make_plan(model, importance, target, mamba_strategy=mamba_strategy, seed=seed)
+    student = apply_plan(model, plan)
+    if mamba_strategy == "flat_channel" and plan.mamba:
+        from hybridprune.masks import apply_masks, flat_channel_masks
+
+        t = _check_target(model.config, target)
+        keep = t["mamba_num_heads"] * t["mamba_head_dim"]
+        x = {j: importance.mamba_x[i] for j, i in enumerate(plan.layers) if i in plan.mamba}
+        apply_masks(student, flat_channel_masks(student, x, keep))
+    return student
 
 
 def count_params(config) -> int:
