@@ -242,10 +242,10 @@ def _lr_transfer(ctx: Context, kinds: list[str], tag: str) -> None:
     seq = ctx.pick(smoke=16, quick=32, full=32)
     batch = ctx.pick(smoke=4, quick=4, full=8)
     steps = ctx.pick(smoke=4, quick=30, full=200)
-    depths = ctx.pick(smoke=[1, 2], quick=[2, 8], full=[2, 4, 8, 16])
+    depths = ctx.pick(smoke=[1, 2], quick=[2, 8], full=[2, 4, 8])
     # every arm starts from the same grid and extends it by one octave at a time while seed 0's
     # best point sits at an end (full size), so each arm's optimum is interior (up to the limits)
-    start_grid = ctx.pick(smoke=[-8, -6], quick=[-8, -6, -4], full=list(range(-10, -4)))
+    start_grid = ctx.pick(smoke=[-8, -6], quick=[-8, -6, -4], full=list(range(-10, -5)))
     limits = ctx.pick(smoke=(-9, -5), quick=(-8, -4), full=(-14, -2))
     extend = ctx.pick(smoke=bool(tag), quick=False, full=True)
     # a second seed at the three grid LRs around each seed-0 optimum, every arm (smoke: only the
