@@ -112,6 +112,8 @@ def test_linearization_distance_bad_alpha():
         linearization_distance(1.0, [0], [0])
     with pytest.raises(ValueError, match="step"):
         linearization_distance(1.0, [2], [0], step="second")
+    with pytest.raises(ValueError, match="step"):
+        linearization_distance(1.0, [2], [0], step=None)
 
 
 def test_linearization_first_weight_step_is_linear():
@@ -122,6 +124,21 @@ def test_linearization_first_weight_step_is_linear():
     both = linearization_distance(1.0, [2, 8], [0, 1], width=16, batch=8, step="both")
     assert max(max(v) for v in first.values()) < 1e-12
     assert min(min(v) for v in both.values()) > 1e-12
+
+
+def test_linearization_notebook_reading_is_first_order_in_the_step():
+    """The official notebook's "first-order term" sums delta_w[0, :] * grad (a broadcast), so its
+    remainder is first order in the step (halving lr halves it) while the exact reading's remainder
+    is second order (halving lr quarters it); this is why the two give different depth slopes."""
+    from completep.linearization import linearization_distance
+
+    kw = dict(width=16, batch=8)
+    for step, power in (("notebook", 1), ("both", 2)):
+        full = linearization_distance(1.0, [2, 8], [0, 1], step=step, **kw)
+        half = linearization_distance(1.0, [2, 8], [0, 1], step=step, lr_base=0.5e-4, **kw)
+        for depth in full:
+            for a, b in zip(full[depth], half[depth], strict=True):
+                assert a / b == pytest.approx(2.0**power, rel=1e-2)
 
 
 def _width_ratios(kind, widths=(32, 128), steps=10, lr=1e-2):

@@ -505,9 +505,9 @@ def coord_check_depth(ctx: Context) -> None:
 def linearization(ctx: Context) -> None:
     """C: Fig. 6's toy on scikit-learn digits: distance from linearization after one Adam step.
 
-    Measured as it comes (it does not reproduce the figure, see the README): the median over seeds
-    per depth, and the log-log slope on depth, for α ∈ {½, 1}, stepping both weights of branch 1
-    and (the spec's reading) its first weight only.
+    The median over seeds per depth and the log-log slope on depth, for α ∈ {½, 1}, in three
+    readings (see ``completep.linearization``): the exact first-order term with both weights of
+    branch 1 stepped, with its first weight alone, and the official notebook's measurement.
     """
     import statistics
 
@@ -520,7 +520,7 @@ def linearization(ctx: Context) -> None:
     batch = ctx.pick(smoke=8, quick=16, full=32)
     series = {}
     with single_thread():
-        for step in ("both", "first"):
+        for step in ("both", "first", "notebook"):
             for alpha in (0.5, 1.0):
                 dist = linearization_distance(
                     alpha, depths, seeds, width=width, batch=batch, step=step
