@@ -158,11 +158,15 @@ class PromptTunedModel(nn.Module):
         input_ids: torch.Tensor,
         attention_mask: torch.Tensor | None = None,
         source_mask: torch.Tensor | None = None,
+        domains: Sequence[str] | None = None,
         **kwargs,
     ) -> torch.Tensor:
-        """``base_model.generate`` on ``[prompt; embeddings]``; returns ``[input_ids; new tokens]``."""
+        """``base_model.generate`` on ``[prompt; embeddings]``; returns ``[input_ids; new tokens]``.
+
+        ``domains`` (one name per row) are counted in :meth:`routing_stats`, as in :meth:`forward`.
+        """
         inputs_embeds, mask, _, _ = self._prepare(
-            input_ids, attention_mask, None, source_mask, None
+            input_ids, attention_mask, None, source_mask, domains
         )
         new = self.base_model.generate(inputs_embeds=inputs_embeds, attention_mask=mask, **kwargs)
         return torch.cat([input_ids, new.to(input_ids.device)], dim=1)

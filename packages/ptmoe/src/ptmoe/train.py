@@ -18,6 +18,7 @@ import torch
 
 from neurips25_core.progress import progress_bar
 
+from .model import PromptTunedModel
 from .tasks import QAExample, exact_match, f1_score, math_accuracy
 
 __all__ = ["encode_batch", "evaluate", "fit"]
@@ -87,12 +88,13 @@ def fit(
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
     rng = random.Random(seed)
+    device = params[0].device
     losses = []
     model.train()
     with torch.enable_grad():
         for _ in progress_bar(range(steps), desc="prompt training", enabled=progress):
             batch = encode_batch(rng.sample(list(examples), min(batch_size, len(examples))))
-            loss = model(**batch).loss
+            loss = model(**{k: v.to(device) for k, v in batch.items()}).loss
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -115,25 +117,34 @@ def evaluate(
     Args:
         metric: ``"qa"`` (SQuAD F1 and EM) or ``"math"`` (final-integer accuracy).
 
+    Our wrappers (:class:`~ptmoe.model.PromptTunedModel`) get each row's domain, so their
+    :meth:`~ptmoe.model.PromptTunedModel.routing_stats` histogram is per domain.
+
     Returns:
         ``{domain: {"f1", "em"} or {"accuracy"}, ..., "all": ...}`` as fractions in [0, 1].
     """
     if metric not in ("qa", "math"):
         raise ValueError(f"metric: expected 'qa' or 'math', got {metric!r}")
     model.eval()
+    device = next(model.parameters()).device
     scores: dict[str, list[dict[str, float]]] = defaultdict(list)
     for start in range(0, len(examples), batch_size):
         chunk = examples[start : start + batch_size]
         batch = encode_batch(chunk, with_answers=False, left_pad=True)
+        # Our wrappers count routing per domain; peft models take no such argument.
+        extra = (
+            {"domains": [ex.domain for ex in chunk]} if isinstance(model, PromptTunedModel) else {}
+        )
         out = model.generate(
-            input_ids=batch["input_ids"],
-            attention_mask=batch["attention_mask"],
+            input_ids=batch["input_ids"].to(device),
+            attention_mask=batch["attention_mask"].to(device),
             max_new_tokens=max_new_tokens,
             do_sample=False,
             pad_token_id=0,
+            **extra,
         )
         new = out[:, batch["input_ids"].shape[1] :]
-        for ex, row in zip(chunk, new.tolist()):
+        for ex, row in zip(chunk, new.cpu().tolist()):
             text = bytes(b for b in row if 0 <= b < 256).decode("utf-8", "replace")
             text = text.split(END)[0]
             if metric == "qa":
