@@ -10,7 +10,7 @@ from neurips25_core.bench import Context
 
 def test_suite_cases():
     assert SUITE.name == "xecomla"
-    assert {c.name for c in SUITE.cases} == {"decode_step"}
+    assert {c.name for c in SUITE.cases} == {"decode_step", "quality", "decode_model"}
 
 
 @pytest.mark.slow  # ~10 s on a loaded machine; tests/test_smoke.py runs it in CI too
