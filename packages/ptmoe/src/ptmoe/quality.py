@@ -106,25 +106,21 @@ def mixed_corpus(stdlib_bytes: int = 1_000_000, synthetic_bytes: int = 3_000_000
         A :class:`neurips25_core.data.Corpus` whose fingerprint covers the stdlib fingerprint, the
         sizes, the seed and :data:`PRETRAIN_TEXT_VERSION`.
     """
-    import numpy as np
-
     from neurips25_core.data import Corpus, stdlib_corpus
 
     for name, v in (("stdlib_bytes", stdlib_bytes), ("synthetic_bytes", synthetic_bytes)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 40_960:
             raise ValueError(f"{name}: expected an int >= 40960, got {v!r}")
     base = stdlib_corpus()
-    synthetic = np.frombuffer(
-        pretrain_text(synthetic_bytes + synthetic_bytes // 10, seed), np.uint8
-    )
+    text = pretrain_text(synthetic_bytes + synthetic_bytes // 10, seed)
+    synthetic = torch.frombuffer(bytearray(text), dtype=torch.uint8)
 
-    def interleave(code: torch.Tensor, text: np.ndarray) -> torch.Tensor:
+    def interleave(code: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
         block = 4096
-        a = code.numpy()
         out = []
-        for i in range(0, max(len(a), len(text)), block):
-            out += [a[i : i + block], text[i : i + block]]
-        return torch.from_numpy(np.concatenate(out).copy())
+        for i in range(0, max(len(code), len(text)), block):
+            out += [code[i : i + block], text[i : i + block]]
+        return torch.cat(out)
 
     n_val = stdlib_bytes // 10
     train = interleave(base.train[:stdlib_bytes], synthetic[:synthetic_bytes])
