@@ -99,7 +99,7 @@ def _sizes(mode: str) -> dict:
         "quick": quick,
         "full": dict(
             quick,
-            llama_layers=3,
+            llama_layers=7,
             kd=100,
             seeds=(0, 1),
             evals=5,
