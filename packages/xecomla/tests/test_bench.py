@@ -35,7 +35,7 @@ def test_gpu_script_toy(tmp_path):
     out = tmp_path / "gpu.json"
     env = {**os.environ, "TRITON_INTERPRET": os.environ.get("TRITON_INTERPRET", "1")}
     proc = subprocess.run(
-        [sys.executable, str(script), "--toy", "--out", str(out)],
+        [sys.executable, str(script), "--toy", "--models", "--max-batch", "3", "--out", str(out)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -46,3 +46,7 @@ def test_gpu_script_toy(tmp_path):
     assert {r["backend"] for r in result["correctness"]} == {"triton", "torch"}
     assert all(r["ok"] for r in result["correctness"])
     assert result["speed"] and result["speed"][0]["triton_ms"] > 0
+    rows = result["models"]
+    assert {r["arm"] for r in rows} == {"gqa", "mambainllama50", "zebra"}
+    # on CPU nothing runs out of memory: the search reaches the cap (3: doubling, then bisection)
+    assert all(r["max_batch"] == 3 and r["tokens_per_s"] > 0 for r in rows)
