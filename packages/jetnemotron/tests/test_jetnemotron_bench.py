@@ -1,5 +1,6 @@
 """The suite's data and layout helpers."""
 
+import pytest
 import torch
 from jetnemotron.bench import SUITE, recall_eval, recall_rows, uniform_layout
 
@@ -8,13 +9,17 @@ def test_recall_rows_answer_every_query_from_the_context():
     w, mark = recall_rows(3, 60, torch.Generator().manual_seed(0), pairs=5)
     assert w.shape == mark.shape == (3, 61)
     for row, m in zip(w.tolist(), mark.tolist(), strict=True):
-        text = bytes(row)
-        table = {text[i]: text[i + 2] for i in range(0, 20, 4)}  # "k:v " × 5
-        assert len(table) == 5
+        # context: 5 pair bytes 128 + key·16 + value, then "|"
+        table = {(t - 128) // 16: (t - 128) % 16 for t in row[:5]}
+        assert len(table) == 5 and row[5] == ord("|")
         answers = [i for i, flag in enumerate(m) if flag]
-        assert answers and all(
-            text[i - 3] == ord("?") and text[i] == table[text[i - 2]] for i in answers
-        )
+        assert answers and all(row[i] == ord("a") + table[row[i - 1] - ord("A")] for i in answers)
+        assert not any(m[:6])
+
+
+def test_recall_rows_bad_pairs():
+    with pytest.raises(ValueError, match="pairs"):
+        recall_rows(1, 20, torch.Generator(), pairs=9)
 
 
 def test_recall_eval_labels_only_the_answers():
