@@ -169,3 +169,38 @@ def test_sampler_bad_input():
         sampler.select(2, -torch.ones(7))
     with pytest.raises(ValueError, match="round: expected a non-negative int"):
         sampler.select(2, round=-1)
+
+
+def test_train_multibit_bad_input():
+    from multibitq import MultiBitConfig, convert_, evaluate, train_multibit
+
+    cfg = MultiBitConfig(bits=(2, 32), prune_rate=0.8)
+    model = convert_(resnet_multibit(depth=8, in_channels=1, width=4), cfg)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    x, y = torch.rand(20, 1, 8, 8), torch.arange(20) % 10
+    with pytest.raises(ValueError, match="method: expected one of"):
+        train_multibit(model, (x, y), cfg, method="slimmable")
+    with pytest.raises(ValueError, match="coreset: expected one of"):
+        train_multibit(model, (x, y), cfg, coreset="herding")
+    with pytest.raises(TypeError, match="cfg: expected a MultiBitConfig"):
+        train_multibit(model, (x, y), {"bits": (2,)})
+    with pytest.raises(ValueError, match="epochs: expected a positive int"):
+        train_multibit(model, (x, y), cfg, epochs=0)
+    with pytest.raises(ValueError, match="batch_size: expected a positive int"):
+        train_multibit(model, (x, y), cfg, batch_size=0)
+    with pytest.raises(ValueError, match="lr: expected a finite number"):
+        train_multibit(model, (x, y), cfg, lr=float("nan"))
+    with pytest.raises(
+        ValueError, match=r"prune_rate: 0.8 leaves k=4 samples .* fewer than the 10"
+    ):
+        train_multibit(model, (x, y), cfg)
+    with pytest.raises(ValueError, match="dataset: expected labeled samples"):
+        train_multibit(model, torch.utils.data.TensorDataset(x), cfg)
+    with pytest.raises(ValueError, match=r"train_set: labels must lie in \[0, 10\)"):
+        train_multibit(model, (x, y + 5), cfg, method="joint")
+    with pytest.raises(ValueError, match="model: has no multi-bit layers"):
+        train_multibit(resnet_multibit(depth=8, in_channels=1, width=4), (x, y), cfg)
+    with pytest.raises(ValueError, match="bits: expected an int in 1-8 or 32"):
+        evaluate(model, (x, y), bits=16)
+    for name, value in model.state_dict().items():  # nothing was trained
+        assert torch.equal(value, before[name]), name

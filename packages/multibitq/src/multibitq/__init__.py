@@ -1,6 +1,7 @@
 """Efficient Multi-bit Quantization Network Training via Weight Bias Correction and Bit-wise Coreset Sampling (NeurIPS 2025)."""
 
 from multibitq.data import BitwiseCoresetSampler, class_quotas, importance_scores, recalibrate_bn
+from multibitq.datasets import digits, synthetic_images
 from multibitq.diagnostics import activation_mismatch, gradient_angles
 from multibitq.modules import (
     MultiBitConfig,
@@ -21,8 +22,11 @@ from multibitq.ops import (
     quantize_activation,
     quantize_weight,
 )
+from multibitq.training import CORESETS, METHODS, TrainHistory, evaluate, train_multibit
 
 __all__ = [
+    "CORESETS",
+    "METHODS",
     "SUPPORTED_BITS",
     "BitwiseCoresetSampler",
     "MultiBitConfig",
@@ -30,12 +34,15 @@ __all__ = [
     "QConv2d",
     "QLinear",
     "SwitchableBatchNorm2d",
+    "TrainHistory",
     "activation_mismatch",
     "check_bits",
     "class_quotas",
     "convert_",
     "correct_weight_bias",
     "current_bits",
+    "digits",
+    "evaluate",
     "gradient_angles",
     "importance_scores",
     "quantize_activation",
@@ -43,5 +50,7 @@ __all__ = [
     "recalibrate_bn",
     "resnet_multibit",
     "set_bits",
+    "synthetic_images",
+    "train_multibit",
     "using_bits",
 ]
