@@ -44,6 +44,16 @@ def test_passkey_batch_layout():
             fill = 300 - len(needle) - len(QUESTION) - k
             assert at == round(depth * fill)
             assert text[:-k].endswith(QUESTION)
+    # the mask marks exactly the needle, the question and the answer (not the filler)
+    g1, g2 = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+    ids, k = passkey_batch(FILLER, 300, 0.4, 2, g1)
+    ids_m, k_m, mask = passkey_batch(FILLER, 300, 0.4, 2, g2, return_mask=True)
+    assert torch.equal(ids, ids_m) and k == k_m and mask.shape == ids.shape
+    for row, m in zip(ids.tolist(), mask.tolist(), strict=True):
+        text = bytes(row).decode()
+        needle = NEEDLE.format(key=text[-k:])
+        marked = bytes(t for t, on in zip(row, m, strict=True) if on).decode()
+        assert marked == needle + QUESTION + text[-k:]
 
 
 def test_passkey_scores_a_perfect_and_a_broken_retriever():

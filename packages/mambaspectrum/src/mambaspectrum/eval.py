@@ -37,14 +37,17 @@ def passkey_batch(
     generator: torch.Generator,
     digits: int = 5,
     encode=_utf8,
-) -> tuple[torch.Tensor, int]:
+    return_mask: bool = False,
+):
     """``n`` passkey prompts of exactly ``length`` tokens and the number of answer tokens at the end.
 
     Each row is a random window of ``filler_ids`` with the needle (``NEEDLE`` holding a random
     ``digits``-digit key) inserted at ``depth`` (0 = start, 1 = just before the question), then
-    ``QUESTION`` and the key itself: the last ``answer_len`` tokens are the answer.
+    ``QUESTION`` and the key itself: the last ``answer_len`` tokens are the answer. With
+    ``return_mask`` a third item, a boolean ``(n, length)`` tensor, marks the non-filler tokens
+    (needle, question, answer): a training target that skips the filler.
     """
-    rows, answer_len = [], None
+    rows, masks, answer_len = [], [], None
     for _ in range(n):
         key = "".join(str(int(d)) for d in torch.randint(0, 10, (digits,), generator=generator))
         needle = encode(NEEDLE.format(key=key))
@@ -59,8 +62,17 @@ def passkey_batch(
         fill = filler_ids[start : start + n_fill].tolist()
         at = round(depth * n_fill)
         rows.append(fill[:at] + needle + fill[at:] + question + answer)
+        masks.append(
+            [0] * at
+            + [1] * len(needle)
+            + [0] * (n_fill - at)
+            + [1] * (length - n_fill - len(needle))
+        )
         answer_len = len(answer)
-    return torch.tensor(rows, dtype=torch.long), answer_len
+    ids = torch.tensor(rows, dtype=torch.long)
+    if return_mask:
+        return ids, answer_len, torch.tensor(masks, dtype=torch.bool)
+    return ids, answer_len
 
 
 @torch.no_grad()
