@@ -201,6 +201,7 @@ class Plan:
             or :data:`LR_DEFAULT`.
         n_train, n_val, n_eval: training pool, validation set and each held-out set's size.
         max_new_tokens: greedy decoding length (QA answers are short, math solutions ~35 bytes).
+        lr_grid: ``(("prompt", rates), ("lora", rates))``, the same number of points per arm.
     """
 
     base: str
@@ -212,6 +213,7 @@ class Plan:
     n_val: int = 0
     n_eval: int = 96
     max_new_tokens: int = 12
+    lr_grid: tuple[tuple[str, tuple[float, ...]], ...] = tuple(LR_GRID.items())
 
 
 PLANS = {
@@ -243,19 +245,21 @@ PLANS = {
 }
 
 #: The reduced reproduction committed in results/reduced (``python -m ptmoe.bench reduced``):
-#: the quick base (hidden 64), 150 steps, 2 seeds, sized to ~20 CPU minutes on two cores.
+#: the quick base (hidden 64), 100 steps, 2 seeds, a two-point LR grid per arm, small held-out
+#: sets; sized to the ~20 CPU minutes a loaded two-core machine could give it.
+_REDUCED_GRID = (("prompt", (3e-2, 1e-1)), ("lora", (3e-3, 1e-2)))
 REDUCED = {
-    "qa": Plan("quick", MAIN_ARMS + ABLATIONS, 150, (0, 1), sweep=MAIN_ARMS, n_val=48, n_eval=72),
-    "math": Plan(
+    "qa": Plan(
         "quick",
-        ("ptmoe", "pt", "peft_pt", "peft_lora"),
-        150,
+        MAIN_ARMS + ABLATIONS,
+        100,
         (0, 1),
-        sweep=("ptmoe", "pt", "peft_pt", "peft_lora"),
-        n_val=48,
-        n_eval=72,
-        max_new_tokens=40,
+        sweep=MAIN_ARMS,
+        n_val=24,
+        n_eval=36,
+        lr_grid=_REDUCED_GRID,
     ),
+    "math": Plan("quick", ("ptmoe", "pt", "peft_lora"), 100, (0, 1), n_eval=36, max_new_tokens=40),
 }
 
 
@@ -335,7 +339,8 @@ def _quality(ctx: Context, task: str, plan: Plan) -> None:
             )
 
     with single_thread():
-        execute([(a, lr, first) for a in swept for lr in LR_GRID[_lr_family(a)]])
+        grid = dict(plan.lr_grid)
+        execute([(a, lr, first) for a in swept for lr in grid[_lr_family(a)]])
         best_lr = {}
         for arm in swept:
             tried = [r for r in runs if r["arm"] == arm]
@@ -358,6 +363,17 @@ def _quality(ctx: Context, task: str, plan: Plan) -> None:
             ]
         )
 
+    with open(ctx.path(f"{task}_runs.json"), "w") as handle:
+        json.dump({"plan": dataclasses.asdict(plan), "best_lr": best_lr, "runs": runs}, handle)
+    _summarise(ctx, task, plan, arms, runs, best_lr)
+
+
+def _summarise(ctx: Context, task: str, plan: Plan, arms, runs, best_lr) -> None:
+    """Records (mean ± 95 % CI per arm, set and domain), the summary JSON and the plots."""
+    from . import quality
+
+    key = _score_key(task)
+    first = plan.seeds[0]
     chosen = {a: [r for r in runs if r["arm"] == a and r["lr"] == best_lr[a]] for a in arms}
     summary = {}
     for arm, rs in chosen.items():
@@ -445,23 +461,54 @@ def math_case(ctx: Context) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m ptmoe.bench reduced --out DIR [--task qa|math]``: the committed reduced run."""
+    """The committed reduced run, in parallel parts, then merged::
+
+        python -m ptmoe.bench reduced --task qa --arms ptmoe,ptmoe_n1 --out DIR/part1
+        python -m ptmoe.bench merge --task qa --out DIR DIR/part1 DIR/part2 ...
+
+    A part runs the reduced plan for its arms only (PT-MoE's ablations need ``ptmoe`` in the same
+    part: they take its selected learning rate); ``merge`` joins the parts' runs and writes the
+    records, the summary and the plots as one case.
+    """
     import argparse
     from pathlib import Path
 
     from neurips25_core.bench import write_json, write_markdown
 
     parser = argparse.ArgumentParser(description="ptmoe's reduced quality reproduction")
-    parser.add_argument("what", choices=["reduced"])
+    parser.add_argument("what", choices=["reduced", "merge"])
+    parser.add_argument("parts", nargs="*", help="merge: the parts' output folders")
     parser.add_argument("--out", required=True)
-    parser.add_argument("--task", choices=sorted(REDUCED), action="append")
+    parser.add_argument("--task", choices=sorted(REDUCED), required=True)
+    parser.add_argument("--arms", default=None, help="reduced: comma-separated arms (default all)")
     args = parser.parse_args(argv)
     out = Path(args.out)
-    for task in args.task or sorted(REDUCED):
-        ctx = Context(suite="ptmoe", case=task, mode="full", out_dir=out)
-        _quality(ctx, task, REDUCED[task])
-        write_json(ctx.results, out / f"{task}_results.json")
-        write_markdown(ctx.results, out / f"{task}_results.md", title=f"ptmoe reduced {task}")
+    task, plan = args.task, REDUCED[args.task]
+    ctx = Context(suite="ptmoe", case=task, mode="full", out_dir=out)
+    if args.what == "reduced":
+        if args.arms:
+            arms = tuple(args.arms.split(","))
+            unknown = sorted(set(arms) - set(plan.arms))
+            if unknown:
+                parser.error(f"--arms: {unknown} are not arms of the {task} plan {plan.arms}")
+            plan = dataclasses.replace(
+                plan, arms=arms, sweep=tuple(a for a in plan.sweep if a in arms)
+            )
+        _quality(ctx, task, plan)
+    else:
+        runs, best_lr = [], {}
+        for part in args.parts:
+            data = json.loads((Path(part) / f"{task}_runs.json").read_text())
+            runs += data["runs"]
+            best_lr.update(data["best_lr"])
+        arms = [a for a in plan.arms if a in best_lr]
+        with open(ctx.path(f"{task}_runs.json"), "w") as handle:
+            json.dump({"plan": dataclasses.asdict(plan), "best_lr": best_lr, "runs": runs}, handle)
+        _summarise(ctx, task, plan, arms, runs, best_lr)
+    write_json(ctx.results, out / f"{task}_results.json")
+    write_markdown(
+        ctx.results, out / f"{task}_results.md", title=f"ptmoe reduced {task} ({args.what})"
+    )
     return 0
 
 
