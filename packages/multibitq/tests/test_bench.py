@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from multibitq.bench import SUITE
 
 from neurips25_core.cli import run_case
@@ -9,7 +10,18 @@ from neurips25_core.cli import run_case
 
 def test_suite_cases():
     assert SUITE.name == "multibitq"
-    assert [c.name for c in SUITE.cases] == ["correction_overhead"]
+    assert [c.name for c in SUITE.cases] == [
+        "correction_overhead",
+        "epoch_cost",
+        "reduced_reproduction",
+    ]
+
+
+def test_cost_model_matches_the_spec():
+    from multibitq.bench import _cost_model
+
+    assert _cost_model(0.8, 5) == pytest.approx(3.75)
+    assert _cost_model(0.0, 10**9) == pytest.approx(1.0)
 
 
 def test_correction_overhead_smoke_records_ours_against_joint(tmp_path):
