@@ -217,10 +217,10 @@ _SIZES = {
                   blocks=(), block_seeds=0, block_steps=0, eval_rows=64),
     # full, reduced to a ~20 CPU-minute budget (the hidden 96 / 8 layers / 600 steps at
     # 16×128 did not learn recall at the sizes we could afford; see README)
-    "full": dict(hidden=64, layers=4, heads=4, kv_heads=2, ffn=256, steps=1200, batch=32, seq=32, recall_fraction=0.5,
-                 jet_heads=2, jet_dk=16, jet_dv=32, super_steps=300, ks=(1, 2), retrain=150,
+    "full": dict(hidden=64, layers=4, heads=4, kv_heads=2, ffn=256, steps=1000, batch=32, seq=32, recall_fraction=0.5,
+                 jet_heads=2, jet_dk=16, jet_dv=32, super_steps=200, ks=(1, 2), retrain=100,
                  layouts=("searched", "uniform", "random", "all_jet"),
-                 blocks=("jet", "gdn", "mamba2"), block_seeds=2, block_steps=150, eval_rows=64),
+                 blocks=("jet", "gdn", "mamba2"), block_seeds=2, block_steps=100, eval_rows=64),
 }  # fmt: skip
 
 
