@@ -8,8 +8,8 @@ passkey prompts of 256 tokens and tested at up to 16x that, same four modes. ``s
 (speed): HF's slow path, mambapy and the chunked scan on a mamba-130m-shaped layer.
 
 ``--full`` fits a shared two-core machine: the Mamba-2 LM at the issue's model size (hidden 128, 4
-layers, 4 heads x 64, state 32) trained 150 steps (issue: 1,500), but the Mamba-1 LM reduced (hidden 64, 2 layers, 200 steps),
-one seed, 4 (Mamba-2) / 6 (Mamba-1) SPSA iterations (issue: 30) on 4 windows at 1K and 4K, 4 / 6 evaluation windows; the
+layers, 4 heads x 64, state 32) trained 150 steps (issue: 1,500), but the Mamba-1 LM reduced (hidden 64, 2 layers, 150 steps),
+one seed, 4 SPSA iterations (issue: 30) on 4 windows at 1K and 4K, 4 evaluation windows; the
 README lists what differs from the issue. The issue's own sizes for both families (3 seeds,
 30 SPSA iterations) run with ``MAMBASPECTRUM_FULL=issue neurips25 bench mambaspectrum --full``.
 """
@@ -75,7 +75,7 @@ def _trained_mamba(ctx: Context, seed: int, family: str = "mamba1", task: str = 
 
     # --full: the Mamba-2 LM at the issue's model size (hidden 128, 4 layers, 4 heads x 64, state
     # 32, batch 16) but 150 steps (issue: 1,500; a step costs ~0.42 s of CPU, and the shared
-    # machine gave a niced run ~0.05 core at load 22-26); the Mamba-1 LM reduced (hidden 64, 2 layers, 200
+    # machine gave a niced run ~0.05 core at load 22-26); the Mamba-1 LM reduced (hidden 64, 2 layers, 150
     # steps, batch 8), because a Mamba-1 training step at the issue's size costs 5-7 s of CPU here
     # (1,500 steps: ~2.5 CPU-hours). MAMBASPECTRUM_FULL=issue trains both at the issue's size.
     issue_size = task == "lm" and family == "mamba2"
@@ -86,7 +86,7 @@ def _trained_mamba(ctx: Context, seed: int, family: str = "mamba1", task: str = 
         # quick trains 100 steps (Mamba-2) / 50 (Mamba-1, ~0.2 s of CPU a step through the float64
         # chunked scan): the issue's 300 took ~80 s of the quick run's minute alone
         quick_steps = 50 if family == "mamba1" else 100
-        steps = _pick(ctx, smoke=8, quick=quick_steps, full=150 if issue_size else 200, issue=1500)
+        steps = _pick(ctx, smoke=8, quick=quick_steps, full=150, issue=1500)
         batch = _pick(ctx, smoke=4, quick=4, full=16 if issue_size else 8, issue=16)
     else:  # passkey prompts of 256 tokens (the spec's fallback)
         seq_len = ctx.pick(smoke=128, quick=256, full=256)
@@ -180,11 +180,11 @@ def _length_extension(ctx: Context, family: str) -> None:
     from .scaler import Scaler, state_norms
 
     seeds = _pick(ctx, smoke=[0], quick=[0], full=[0], issue=[0, 1, 2])
-    # full: the issue-sized Mamba-2 forward costs ~1.4 s of CPU per 4 x 4K batch, so it gets
-    # 4 SPSA iterations and 4 evaluation windows; the reduced Mamba-1 6 and 6 (issue: 30 and 10)
-    iters = _pick(ctx, smoke=2, quick=3, full=4 if family == "mamba2" else 6, issue=30)
+    # full: a forward of 4 x 4K costs ~1.4 s of CPU on either full model, so 4 SPSA iterations
+    # and 4 evaluation windows (issue: 30 and 10)
+    iters = _pick(ctx, smoke=2, quick=3, full=4, issue=30)
     n_calib = _pick(ctx, smoke=2, quick=4, full=4, issue=4)
-    n_eval = _pick(ctx, smoke=2, quick=2, full=4 if family == "mamba2" else 6, issue=10)
+    n_eval = _pick(ctx, smoke=2, quick=2, full=4, issue=10)
     modes = MODES
     table = {}  # (mode, calib_len) -> length -> [ppl per seed]
     scales_out, norms_out, train_meta = {}, {}, {}
