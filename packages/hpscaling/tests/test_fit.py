@@ -210,3 +210,25 @@ def test_power_law_slope_ci_is_a_point_on_an_exact_line_and_covers_a_noisy_one()
     assert lo < -0.5 < hi
     with pytest.raises(ValueError, match="x"):
         power_law_slope_ci([1, 2], [1, 2])
+
+
+def test_seed_offsets_keep_an_unevenly_replicated_minimum_in_place():
+    # seed 1 sits 0.3 higher everywhere and ran only the three λ left of the optimum: a plain
+    # mean raises those points and pushes the minimum right; removing the level does not
+    cells = [(1e5, 20.0, 1024.0)]
+    taus = np.geomspace(0.02, 3.0, 9)
+    base = [r for r in _bowl_runs(cells, taus) if r["lam"] > 0]
+    lams = sorted(r["lam"] for r in base)
+    extra = [{**r, "seed": 1, "loss": r["loss"] + 0.3} for r in base if r["lam"] in lams[2:5]]
+    runs = [{**r, "seed": 0} for r in base] + extra
+    tau_true = 1.084 * 20.0**-0.527
+    fixed = fit_tau_law_seeds(runs, n_boot=10)
+    assert fixed.fit.cells[0].tau_opt == pytest.approx(tau_true, rel=1e-9)
+    plain = fit_tau_law_seeds(runs, n_boot=10, seed_offsets=False)
+    assert abs(math.log(plain.fit.cells[0].tau_opt / tau_true)) > 0.1
+
+
+def test_tpps_a_whole_step_apart_are_one_tpp_and_give_no_tau_law():
+    cells = [(8e4, 20.0, 1024.0), (8e4, 20.0 * 1.0026, 2048.0), (8e4, 20.0 * 0.999, 4096.0)]
+    fit = fit_tau_law(_bowl_runs(cells, np.geomspace(0.02, 3.0, 7)))
+    assert fit.m_tau is None and len(fit.law1) == 1

@@ -342,14 +342,20 @@ def curve_spread(
 
 
 def _seed_mean(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per (batch, τ) of a grid: the mean held-out loss over its seeds, and the losses."""
-    rows: dict[tuple[int, float], dict[str, Any]] = {}
+    """One row per (batch, τ) of a grid: the mean held-out loss over its seeds after removing
+    each seed's level in its batch's curve (as :func:`fit_tau_law_seeds` does), and the raw
+    losses."""
+    from hpscaling.fit import remove_seed_offsets
+
+    rows: dict[tuple, dict[str, Any]] = {}
+    points: dict[tuple, dict[int, float]] = {}
     for r in runs:
-        key = (r["spec"]["batch"], r["lam"])
-        row = rows.setdefault(key, {**r, "losses": []})
-        row["losses"].append(r["val_loss"])
-    for row in rows.values():
-        row["val_loss"] = float(np.mean(row["losses"]))
+        key = (r["N"], r["D"], r["B"], r["eta"], r["lam"])
+        rows.setdefault(key, {**r, "losses": []})["losses"].append(r["val_loss"])
+        points.setdefault(key, {})[r["spec"]["seed"]] = r["val_loss"]
+    for key, adjusted in remove_seed_offsets(points).items():
+        rows[key]["val_loss"] = float(np.mean(list(adjusted.values())))
+        rows[key]["raw_mean"] = float(np.mean(rows[key]["losses"]))
     return list(rows.values())
 
 
@@ -386,7 +392,7 @@ def _plot_collapse(path, grid: dict[int, list[dict[str, Any]]], zero: dict[int, 
                 ax.axhline(zero[b], ls=":", color=line[0].get_color(), alpha=0.7)
     axes[0].set_xlabel("τ = B/(ηλD)")
     axes[1].set_xlabel("λ")
-    axes[0].set_ylabel("held-out loss (nats/byte; line: seed mean)")
+    axes[0].set_ylabel("held-out loss (nats/byte; line: seed mean, levels removed)")
     axes[0].set_title("loss vs τ (expected to collapse)")
     axes[1].set_title("loss vs λ (expected not to); dotted: λ=0")
     for ax in axes:

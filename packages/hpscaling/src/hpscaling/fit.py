@@ -16,6 +16,7 @@ Example (CPU):
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import warnings
 from collections.abc import Iterable, Mapping
@@ -33,6 +34,7 @@ __all__ = [
     "fit_tau_law",
     "fit_tau_law_seeds",
     "power_law_slope_ci",
+    "remove_seed_offsets",
     "run_field",
 ]
 
@@ -255,7 +257,11 @@ def fit_tau_law(runs: Iterable[Any], window: int | None = 5, d_rtol: float = 0.0
     # out of the laws.
     usable = [c for c in cells if c.tau_opt is not None and not c.extrapolated]
     c_tau = m_tau = r2 = None
-    if len(usable) >= 3 and len({c.tpp for c in usable}) >= 2:
+    # distinct TPP: runs of whole steps at several B give TPPs a fraction of a percent apart,
+    # which are one TPP (a power law through them would be noise)
+    tpps = sorted(c.tpp for c in usable)
+    n_tpp = 1 + sum(b > a * (1 + d_rtol) for a, b in itertools.pairwise(tpps)) if tpps else 0
+    if len(usable) >= 3 and n_tpp >= 2:
         c_tau, m_tau, r2 = fit_power_law([c.tpp for c in usable], [c.tau_opt for c in usable])
     else:
         notes.append(
@@ -352,6 +358,33 @@ class SeededTauLawFit:
     n_boot: int
 
 
+def remove_seed_offsets(points: dict) -> dict:
+    """Each seed's losses minus its level in each (N, D, B, η) cell, relative to the cell's
+    most-run seed (a seed sharing no λ with it is left as it is)."""
+    by_cell: dict[tuple, list] = {}
+    for key in points:
+        by_cell.setdefault(key[:4], []).append(key)
+    out = {k: dict(v) for k, v in points.items()}
+    for keys in by_cell.values():
+        counts: dict[int, int] = {}
+        for k in keys:
+            for seed in points[k]:
+                counts[seed] = counts.get(seed, 0) + 1
+        ref = min(counts, key=lambda s: (-counts[s], s))
+        for seed in counts:
+            if seed == ref:
+                continue
+            diffs = [
+                points[k][seed] - points[k][ref] for k in keys if {seed, ref} <= set(points[k])
+            ]
+            if diffs:
+                offset = float(np.mean(diffs))
+                for k in keys:
+                    if seed in out[k]:
+                        out[k][seed] = points[k][seed] - offset
+    return out
+
+
 def fit_tau_law_seeds(
     runs: Iterable[Any],
     n_boot: int = 200,
@@ -359,6 +392,7 @@ def fit_tau_law_seeds(
     rng_seed: int = 0,
     window: int | None = 5,
     d_rtol: float = 0.02,
+    seed_offsets: bool = True,
 ) -> SeededTauLawFit:
     """:func:`fit_tau_law` over repeated seeds, with the seed noise of every fitted number.
 
@@ -373,6 +407,10 @@ def fit_tau_law_seeds(
         level: the interval's coverage, in (0, 1).
         rng_seed: the bootstrap's random seed.
         window, d_rtol: passed to :func:`fit_tau_law`.
+        seed_offsets: first subtract each seed's level in each cell (its mean difference from
+            the cell's most-run seed over the λ both ran). A seed's initialisation shifts its
+            whole curve; where only some λ have extra seeds, a plain mean would mix levels and
+            move the minimum towards the λ that happen to have fewer seeds.
     """
     if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 10:
         raise ValueError(f"n_boot: expected an int >= 10, got {n_boot!r}")
@@ -405,6 +443,8 @@ def fit_tau_law_seeds(
             warnings.simplefilter("ignore", RuntimeWarning)
             return fit_tau_law(recs, window=window, d_rtol=d_rtol)
 
+    if seed_offsets:
+        points = remove_seed_offsets(points)
     fit = fit_tau_law(
         records({k: float(np.mean(list(v.values()))) for k, v in points.items()}),
         window=window,
