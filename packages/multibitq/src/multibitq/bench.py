@@ -187,11 +187,10 @@ def _quality_runs(mode: str) -> dict[str, dict]:
 
 
 def _brevitas_available() -> bool:
-    try:
-        import brevitas  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    """Whether the peer is installed. Its arm is not built (see the README): the case says so."""
+    import importlib.util
+
+    return importlib.util.find_spec("brevitas") is not None
 
 
 @SUITE.case(
@@ -217,11 +216,15 @@ def reduced_reproduction(ctx: Context) -> None:
     rescore_every = 3
     train_set, test_set = _digits_subset(n)
     runs = _quality_runs(ctx.mode)
-    if not _brevitas_available():
-        ctx.log(
-            "brevitas (peer, Dedicated QAT) is not installed: its arm is skipped. It is not in "
-            "the lock (see the README); `uv pip install brevitas` to add it."
+    ctx.log(
+        "brevitas (peer: Dedicated QAT, one model per bit-width) is skipped: "
+        + (
+            "installed, but its arm is not built yet (README, Not done)"
+            if _brevitas_available()
+            else "not installed; it is kept out of the lock because it moves the workspace's "
+            "setuptools from 84 to 80 (README, Not done)"
         )
+    )
     rows: dict[str, list[dict]] = {name: [] for name in runs}
     calib = torch.utils.data.DataLoader(train_set, batch_size=256, shuffle=False)
     with (
