@@ -32,7 +32,7 @@ def _sizes(mode: str) -> dict:
 
     ``full`` is what a two-core machine shared by eight sessions can run in under an hour: it
     reuses the ``quick`` teacher (same config and training, so the same cache entry) and adds
-    every baseline, the Llama teacher and two seeds (the same 50 distillation steps). ``HYBRIDPRUNE_SCALE=paper``
+    every baseline, the Llama teacher, two seeds and 50 distillation steps (quick: 30). ``HYBRIDPRUNE_SCALE=paper``
     turns ``full`` into the issue's sizes (hidden-96 teacher, 800 steps at 16x128, 400 KD steps,
     3 seeds: about an hour of CPU on an idle two-core machine; not run here).
     """
@@ -51,12 +51,12 @@ def _sizes(mode: str) -> dict:
         batch=(4, 64),
         llama_layers=0,
         calib=(8, 64),
-        kd=50,
+        kd=30,
         seeds=(0,),
         eval_batches=2,
         evals=2,
         top_k=3,
-        ctx=(256, 1024),
+        ctx=(256, 512),
         prefill=256,
         min_time=0.05,
         students=("group_aware", "none", "torch_pruning"),
@@ -690,12 +690,23 @@ def speed(ctx: Context) -> None:
             out = prefill(m)()
             if out.shape != (1, s["prefill"], 256) or not torch.isfinite(out).all():
                 raise RuntimeError(f"speed: {name} gave {tuple(out.shape)} / non-finite logits")
-        compare(
+        c = compare(
             {n: prefill(m) for n, m in models.items()},
             baseline="teacher",
             min_time=s["min_time"],
             cpu_time=True,
-        ).record(ctx, metric="prefill", tokens=s["prefill"])
+        )
+        c.record(ctx, metric="prefill", tokens=s["prefill"])
+        for n in models:
+            ctx.record(
+                "prefill_cpu_seconds",
+                c.cpu[n].median,
+                "CPU-s",
+                baseline="teacher",
+                baseline_value=c.cpu["teacher"].median,
+                model=n,
+                tokens=s["prefill"],
+            )
         for context in s["ctx"]:
             steps = {n: _decode_step(m, context) for n, m in models.items()}
             c = compare(steps, baseline="teacher", min_time=s["min_time"], cpu_time=True)
@@ -707,6 +718,18 @@ def speed(ctx: Context) -> None:
                     "tok/s",
                     baseline="teacher",
                     baseline_value=1.0 / c["teacher"].median,
+                    lower_is_better=False,
+                    model=n,
+                    context=context,
+                )
+                # one thread: CPU seconds per token are the work done, steadier than wall time
+                # on a machine loaded by other jobs
+                ctx.record(
+                    "decode_tokens_per_cpu_s",
+                    1.0 / c.cpu[n].median,
+                    "tok/CPU-s",
+                    baseline="teacher",
+                    baseline_value=1.0 / c.cpu["teacher"].median,
                     lower_is_better=False,
                     model=n,
                     context=context,
