@@ -31,3 +31,28 @@ def test_correction_overhead_smoke_records_ours_against_joint(tmp_path):
     assert set(by_impl) == {"joint (no correction)", "ours (mean_var correction)"}
     ours = by_impl["ours (mean_var correction)"]
     assert ours.baseline == "joint (no correction)" and ours.value > 0 and ours.baseline_value > 0
+
+
+def test_gpu_script_toy(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu.py"
+    out = tmp_path / "gpu.json"
+    proc = subprocess.run(
+        [sys.executable, str(script), "--toy", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert result["correctness"]["ok"]
+    assert [r["run"] for r in result["runs"]] == ["Any-Precision", "ours p=0.5", "ours p=0.8"]
+    passes = [r["train_passes"] for r in result["runs"]]
+    assert passes == [2 * 96, 2 * 48, 2 * 19]  # k = round((1 - p) n) per child, two children
+    assert all(r["images_per_second"] > 0 for r in result["runs"])

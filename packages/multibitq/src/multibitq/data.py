@@ -112,8 +112,10 @@ def importance_scores(
     try:
         model.eval()
         with using_bits(model, bits):
+            device = classifier.weight.device
             for x, y in loader:
-                y = torch.as_tensor(y).reshape(-1).long()
+                x = x.to(device)
+                y = torch.as_tensor(y).reshape(-1).long().to(device)
                 num_classes = classifier.out_features
                 if int(y.min()) < 0 or int(y.max()) >= num_classes:
                     raise ValueError(
@@ -136,7 +138,7 @@ def importance_scores(
     finally:
         handle.remove()
         model.train(was_training)
-    return torch.cat(out)
+    return torch.cat(out).cpu()
 
 
 def _full_gradient_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

@@ -194,6 +194,7 @@ def _logits_and_features(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Eval-mode logits and classifier inputs of ``x`` at ``bits`` (model mode restored)."""
     classifier = _classifier(model)
+    device = classifier.weight.device
     features: list[torch.Tensor] = []
     handle = classifier.register_forward_hook(lambda m, a, o: features.append(a[0].detach()))
     was_training = model.training
@@ -202,11 +203,11 @@ def _logits_and_features(
         model.eval()
         with torch.no_grad(), using_bits(model, bits):
             for start in range(0, len(x), batch_size):
-                logits.append(model(x[start : start + batch_size]))
+                logits.append(model(x[start : start + batch_size].to(device)).cpu())
     finally:
         handle.remove()
         model.train(was_training)
-    return torch.cat(logits), torch.cat(features).reshape(len(x), -1)
+    return torch.cat(logits), torch.cat(features).cpu().reshape(len(x), -1)
 
 
 def _baseline_scores(
@@ -448,7 +449,7 @@ def train_multibit(
             if method == "anyprecision":
                 previous = torch.softmax(logits.detach(), dim=1)
             if forgetting is not None:
-                correct = (logits.detach().argmax(1) == y[j]).float()
+                correct = (logits.detach().argmax(1) == y[j]).float().cpu()
                 if world > 1:  # every rank records the whole global batch
                     full = correct.new_zeros(state["global_index"].shape[1])
                     full[rank::world] = correct
@@ -571,6 +572,7 @@ def evaluate(
     else:
         batches = data
     was_training = model.training
+    device = next(model.parameters()).device
     correct = total = 0
     try:
         model.eval()
@@ -578,7 +580,7 @@ def evaluate(
             ctx = using_bits(model, bits) if bits is not None else _nullcontext()
             with ctx:
                 for xb, yb in batches:
-                    pred = model(xb).argmax(1)
+                    pred = model(xb.to(device)).argmax(1).cpu()
                     correct += int((pred == torch.as_tensor(yb).reshape(-1)).sum())
                     total += len(pred)
     finally:
