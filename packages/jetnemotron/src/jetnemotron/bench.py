@@ -316,11 +316,11 @@ def _postnas(ctx: Context) -> None:
             )
 
     k = max(size["ks"])
-    rng = random.Random(7)
+    random_layers = set(random.Random(7).sample(range(L), k))  # drawn once (k layers)
     layouts = {
         "searched": searched[(k, "recall")],
         "uniform": uniform_layout(L, k),
-        "random": tuple(int(i in set(rng.sample(range(L), k))) for i in range(L)),
+        "random": tuple(int(i in random_layers) for i in range(L)),
         "all_jet": (0,) * L,
     }
     results = {}
