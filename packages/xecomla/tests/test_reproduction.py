@@ -86,6 +86,7 @@ def test_fp8_peer_bytes_and_protocol():
     )  # 1 byte each + one bf16 scale per tensor
 
 
+@pytest.mark.slow  # the first quanto use in an environment compiles its C++ extension (~90 s CPU)
 def test_quanto_peer_bytes_count_the_residual_window():
     pytest.importorskip(
         "optimum.quanto", reason="the peers extra (optimum-quanto) is not installed"
