@@ -1,7 +1,8 @@
 """Minitron-SSM: Efficient Hybrid Language Model Compression through Group-Aware SSM Pruning (NeurIPS 2025).
 
-Group-aware structured pruning of transformers hybrid Mamba2 + attention models (work in progress:
-see the README for what exists).
+Group-aware structured pruning of transformers hybrid Mamba2 + attention models, the baselines
+(``mamba_strategy=``, ``hybridprune.masks``) and the torch-pruning peer (``hybridprune.peers``); see
+the README for what was measured.
 """
 
 from hybridprune.distill import distill, kd_loss
