@@ -91,3 +91,17 @@ def test_svd_init_uses_the_task_description():
     ids = torch.tensor(list(quality.INIT_TEXT["qa"].encode()))[:40]
     expected = base.get_input_embeddings().weight[ids]
     torch.testing.assert_close(model.prompt_encoder.prompt.detach(), expected)
+
+
+def test_arm_init_depends_on_the_seed_only():
+    """The router's init comes from ``seed``, whatever the global RNG did before."""
+    config = tiny_llama_config(hidden_size=32, num_layers=1, num_heads=4)
+    inits = []
+    for before in (0, 1):
+        torch.manual_seed(before)
+        torch.randn(7)  # other work in the same process
+        model, _ = quality.build_arm("ptmoe", tiny_llama(config), "qa", seed=3)
+        inits.append(model.prompt_encoder.router.weight.detach().clone())
+    torch.testing.assert_close(inits[0], inits[1], rtol=0, atol=0)
+    other, _ = quality.build_arm("ptmoe", tiny_llama(config), "qa", seed=4)
+    assert not torch.equal(other.prompt_encoder.router.weight, inits[0])

@@ -221,15 +221,23 @@ def build_arm(name: str, base, task: str, prompt_length: int = 40, seed: int = 0
     Raises:
         ValueError: an unknown arm or task; ``ImportError`` for a peft arm without peft.
     """
+    if name not in ARMS:
+        raise ValueError(f"name: expected one of {sorted(ARMS)}, got {name!r}")
+    if task not in INIT_TEXT:
+        raise ValueError(f"task: expected one of {sorted(INIT_TEXT)}, got {task!r}")
+    # Routers (nn.Linear) draw their init from the global RNG: seed it here, so an arm's init
+    # depends on ``seed`` only, not on what ran before in the process.
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return _build_arm(name, base, task, prompt_length, seed)
+
+
+def _build_arm(name: str, base, task: str, prompt_length: int, seed: int):
     from . import budget
     from .baselines import DecomposedPromptTuning, PromptTuning, SMoP, apply_prompt
     from .config import PTMoEConfig
     from .model import get_peft_model
 
-    if name not in ARMS:
-        raise ValueError(f"name: expected one of {sorted(ARMS)}, got {name!r}")
-    if task not in INIT_TEXT:
-        raise ValueError(f"task: expected one of {sorted(INIT_TEXT)}, got {task!r}")
     kind, opts = ARMS[name]
     hidden = base.get_input_embeddings().embedding_dim
     T = prompt_length
