@@ -25,7 +25,7 @@ def _args(N=4, r=3, d_in=6, out=5, T=7):
         ({"mode": "train"}, ValueError, "mode"),
         ({"router_input": "h"}, ValueError, "router_input"),
         ({"backend": "cuda"}, ValueError, "backend"),
-        ({"backend": "triton"}, ValueError, "backend"),
+        ({"backend": "Triton"}, ValueError, "backend"),
     ],
 )
 def test_adapter_rejects_bad_options(kwargs, error, name):

@@ -2,8 +2,10 @@
 
 ``expert_mix`` computes the HydraLoRA/LoPE mixture ``scaling · Σ_n g_n · B_n h`` as ONE GEMM over
 ``K = N·r``, using ``Σ_n g_n B_n h = (g ⊗ h).reshape(T, N·r) @ B.permute(0, 2, 1).reshape(N·r, out)``.
-Its backward uses the same identity. Only the torch path exists so far; the Triton kernel the
-issue asks for (g ⊗ h in registers, K padded to 16) is not built yet.
+Its backward uses the same identity. ``backend="triton"`` runs the forward as one Triton kernel
+(``lope.kernels.mix``: g ⊗ h formed in registers, K padded to 16 by masked loads, fp32
+accumulation) with the same torch backward; ``"auto"`` (the default) picks Triton on CUDA tensors
+and the torch path on CPU tensors.
 """
 
 from __future__ import annotations
@@ -13,13 +15,15 @@ from collections.abc import Sequence
 
 import torch
 
-from neurips25_core.device import kernel_buffer
+from neurips25_core.device import kernel_buffer, triton_available, triton_interpret, use_triton_for
 
 from .reference import adapter_reference, compensate_reference, expert_mix_reference
 
 __all__ = ["BACKENDS", "MODES", "ROUTER_INPUTS", "adapter", "compensate", "expert_mix", "route"]
 
-BACKENDS = ("torch", "reference")
+BACKENDS = ("auto", "torch", "triton", "reference")
+#: compensate, route and the adapter's other maths have no kernel: "auto"/"triton" run them in torch.
+TRITON_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 MODES = ("stage1", "stage2", "inference", "all")
 ROUTER_INPUTS = ("x", "lowrank")
 
@@ -40,13 +44,29 @@ def _same(name: str, x: torch.Tensor, like: torch.Tensor, like_name: str) -> Non
         raise TypeError(f"{name}: expected dtype {like.dtype} (of {like_name}), got {x.dtype}")
 
 
-def _check_backend(backend) -> None:
+def _check_backend(backend, allowed: tuple[str, ...] = BACKENDS) -> None:
+    if not isinstance(backend, str) or backend not in allowed:
+        raise ValueError(f"backend: expected one of {allowed}, got {backend!r}")
+
+
+def _resolve_mix_backend(backend: str, h: torch.Tensor) -> str:
+    """``"auto"`` -> ``"triton"`` on CUDA tensors (Triton installed), else ``"torch"``; a forced
+    ``"triton"`` is checked to be runnable here."""
+    if backend == "auto":
+        return "triton" if use_triton_for(h) and h.dtype in TRITON_DTYPES else "torch"
     if backend == "triton":
-        raise ValueError(
-            "backend: the Triton kernel of expert_mix is not built yet; use 'torch' or 'reference'"
-        )
-    if backend not in BACKENDS:
-        raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
+        if not triton_available():
+            raise ValueError("backend: 'triton' needs the triton package, which is not installed")
+        if not (h.is_cuda or triton_interpret()):
+            raise ValueError(
+                f"backend: 'triton' needs CUDA tensors or TRITON_INTERPRET=1 (the CPU "
+                f"interpreter); h is on {h.device}"
+            )
+        if h.dtype not in TRITON_DTYPES:
+            raise TypeError(
+                f"h: backend 'triton' supports {TRITON_DTYPES}, got {h.dtype} (use 'torch')"
+            )
+    return backend
 
 
 def _check_scaling(scaling) -> float:
@@ -74,7 +94,7 @@ def _check_mix(h, gates, B) -> None:
 
 
 class _ExpertMix(torch.autograd.Function):
-    """One GEMM forward and backward over ``K = N·r`` (the layout the Triton kernel will share)."""
+    """One GEMM forward and backward over ``K = N·r`` (the layout the Triton kernel shares)."""
 
     @staticmethod
     def forward(ctx, h, gates, B, scaling):
@@ -113,12 +133,28 @@ class _ExpertMix(torch.autograd.Function):
         return grad_h, grad_g, grad_B, None
 
 
+class _ExpertMixTriton(_ExpertMix):
+    """The Triton kernel's forward; the backward is ``_ExpertMix``'s torch backward (same identity)."""
+
+    @staticmethod
+    def forward(ctx, h, gates, B, scaling):
+        from .kernels.mix import expert_mix_triton
+
+        T, _ = h.shape
+        out = kernel_buffer(T, B.shape[1], dtype=h.dtype, device=h.device)
+        expert_mix_triton(h, gates, B, scaling, out)
+        ctx.save_for_backward(h, gates.to(h.dtype), B)
+        ctx.scaling = scaling
+        ctx.gates_dtype = gates.dtype
+        return out
+
+
 def expert_mix(
     h: torch.Tensor,
     gates: torch.Tensor,
     B: torch.Tensor,
     scaling: float = 1.0,
-    backend: str = "torch",
+    backend: str = "auto",
 ) -> torch.Tensor:
     """``y_t = scaling · Σ_n g_{t,n} · B_n h_t`` as one GEMM over ``K = N·r``.
 
@@ -127,7 +163,10 @@ def expert_mix(
         gates: ``[T, N]`` router weights (any float dtype; cast to ``h``'s).
         B: ``[N, out, r]`` up-projections, dtype and device of ``h``.
         scaling: ``α / r``.
-        backend: ``"torch"`` (one GEMM, differentiable) or ``"reference"`` (a loop over experts).
+        backend: ``"auto"`` (Triton on CUDA tensors, torch on CPU), ``"torch"`` (one GEMM),
+            ``"triton"`` (the fused kernel, float32/bfloat16/float16; on CPU only under
+            ``TRITON_INTERPRET=1``) or ``"reference"`` (a loop over experts). All differentiable;
+            the Triton forward's backward is the torch one.
 
     Returns:
         ``[T, out]`` in ``h``'s dtype.
@@ -140,8 +179,11 @@ def expert_mix(
     _check_backend(backend)
     _check_mix(h, gates, B)
     scaling = _check_scaling(scaling)
+    backend = _resolve_mix_backend(backend, h)
     if backend == "reference":
         return expert_mix_reference(h, gates, B, scaling)
+    if backend == "triton":
+        return _ExpertMixTriton.apply(h, gates, B, scaling)
     return _ExpertMix.apply(h, gates, B, scaling)
 
 
@@ -216,7 +258,7 @@ def compensate(
         >>> compensate(g, y, poison=(2,), k=2)
         tensor([[0.7500, 0.2500, 0.0000]])
     """
-    _check_backend(backend)
+    _check_backend(backend, ("torch", "reference"))
     _float_tensor("gates", gates, 2)
     _float_tensor("expert_out", expert_out, 3)
     T, N = gates.shape
@@ -290,7 +332,7 @@ def adapter(
     k: int | None = None,
     beta: float = 1.0,
     router_input: str = "x",
-    backend: str = "torch",
+    backend: str = "auto",
 ) -> torch.Tensor:
     """The adapter's addition ``(α/r)·Σ_i ω̃_i B_i A x`` (no dropout; the layer applies it to ``x``).
 
@@ -310,7 +352,8 @@ def adapter(
         k: compensating experts at inference (``None``: all normal experts).
         beta: compensation strength.
         router_input: ``"x"`` (HydraLoRA's code) or ``"lowrank"`` (route on ``h = A x``).
-        backend: ``"torch"`` or ``"reference"``.
+        backend: ``"auto"``, ``"torch"``, ``"triton"`` (these three differ only in
+            ``expert_mix``'s backend) or ``"reference"`` (loops over experts and tokens).
 
     Returns:
         ``[T, out]`` in ``x``'s dtype.
@@ -350,4 +393,4 @@ def adapter(
     if mode == "inference" and poison:
         expert_out = torch.einsum("tr,nor->tno", h, B)
         gates = compensate(gates, expert_out, poison, k, beta)
-    return expert_mix(h, gates, B, scaling)
+    return expert_mix(h, gates, B, scaling, backend=backend)
