@@ -1,8 +1,44 @@
-"""The benchmark suite's declaration (tests/test_smoke.py runs every case at smoke size)."""
+"""The benchmark suite's declaration (tests/test_smoke.py runs every case at smoke size), and the
+GPU script at toy size (the Triton interpreter on CPU without a GPU)."""
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
 from lope.bench import SUITE
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu.py"
 
 
 def test_suite_is_named_after_the_package_and_has_the_speed_case():
     assert SUITE.name == "lope"
     assert "expert_mix_speed" in {case.name for case in SUITE.cases}
+
+
+@pytest.mark.slow  # ~20 s of CPU: a transformers import, the interpreter, a toy Llama step
+def test_gpu_script_toy(tmp_path):
+    out = tmp_path / "gpu.json"
+    env = {**os.environ, "TRITON_INTERPRET": os.environ.get("TRITON_INTERPRET", "1")}
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--toy", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    result = json.loads(out.read_text())
+    checks = result["correctness"]
+    assert {(r["variant"], r["dtype"]) for r in checks} == {
+        (v, d) for v in ("triton", "torch", "loop") for d in ("float32", "bfloat16")
+    }
+    assert all(r["ok"] for r in checks)
+    assert all(r["out_err"] <= 1e-5 for r in checks if r["dtype"] == "float32")
+    row = result["speed"][0]
+    assert all(row[f"{v}_fwd_bwd_ms"] > 0 for v in ("triton", "torch", "loop"))
+    steps = {r["arm"]: r for r in result["model_step"]}
+    assert steps["lope"]["step_ms"] > 0 and steps["lope"]["loss"] > 0
+    assert "step_ms" in steps["peft_lora"] or steps["peft_lora"]["skipped"]
