@@ -112,3 +112,33 @@ def _tiny_llama(hidden=32, layers=3, seed=0, dtype=torch.float32):
 def tiny_llama():
     """``tiny_llama(hidden=32, layers=3, seed=0, dtype=float32)``: a LlamaForCausalLM from a config."""
     return _tiny_llama
+
+
+def _tiny_t5(hidden=32, layers=3, seed=0, dtype=torch.float32, encoder_only=False):
+    from transformers import T5Config, T5EncoderModel, T5ForConditionalGeneration
+
+    torch.manual_seed(seed)
+    config = T5Config(
+        vocab_size=VOCAB,
+        d_model=hidden,
+        d_kv=8,
+        d_ff=2 * hidden,
+        num_layers=layers,
+        num_decoder_layers=1,
+        num_heads=4,
+        relative_attention_num_buckets=8,
+        relative_attention_max_distance=16,
+        dropout_rate=0.0,
+        pad_token_id=0,
+        eos_token_id=1,
+        decoder_start_token_id=0,
+        attn_implementation="eager",
+    )
+    cls = T5EncoderModel if encoder_only else T5ForConditionalGeneration
+    return cls(config).to(dtype).eval()
+
+
+@pytest.fixture
+def tiny_t5():
+    """``tiny_t5(hidden=32, layers=3, seed=0, dtype=float32, encoder_only=False)``: a T5 from a config."""
+    return _tiny_t5

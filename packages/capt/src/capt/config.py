@@ -12,7 +12,7 @@ from .ops import FUSIONS, INSTANCE_SOURCES, check_alpha
 __all__ = ["CONFIG_NAME", "CapsuleConfig"]
 
 CONFIG_NAME = "adapter_config.json"
-INITS = ("zeros", "normal")
+INITS = ("zeros", "normal", "vocab")
 
 
 @dataclass
@@ -20,7 +20,7 @@ class CapsuleConfig:
     """Settings of a CaPT adapter (spec, section 3).
 
     Attributes:
-        layers: ``"all"`` or a list of decoder-layer indices that get a capsule.
+        layers: ``"all"`` or a list of layer indices (decoder layers; T5: encoder blocks) that get a capsule.
         instance_source: ``"embedding"`` (masked mean of the input embeddings), ``"hidden"``
             (of the layer-normed state entering each layer) or ``"none"`` (deep prompt tuning).
         fusion: ``"add"`` (``p + α s``) or ``"concat"`` (``[p; α s]``, one more slot).
@@ -28,8 +28,9 @@ class CapsuleConfig:
         capsule_length: k >= 1 slots per layer.
         deep: False writes the capsule once, before layer 0 (``layers`` must then be ``"all"``
             or ``[0]``).
-        init: ``"zeros"`` (training starts from the pure instance token) or ``"normal"``.
-            ``"vocab"`` (spec) is not built yet.
+        init: ``"zeros"`` (training starts from the pure instance token), ``"normal"``, or
+            ``"vocab"`` (every slot starts as the embedding of a uniformly drawn token, as peft's
+            ``PromptTuningInit.SAMPLE_VOCAB``).
         init_std: std of ``"normal"``.
         hidden_size: filled in from the model; a saved adapter is refused by a model of another
             width.
@@ -81,9 +82,7 @@ class CapsuleConfig:
         if not self.deep and self.layers not in ("all", [0]):
             raise ValueError(f"layers: deep=False writes layer 0 only, got layers={self.layers}")
         if self.init not in INITS:
-            raise ValueError(
-                f"init: expected one of {INITS} ('vocab' is not built yet), got {self.init!r}"
-            )
+            raise ValueError(f"init: expected one of {INITS}, got {self.init!r}")
         if self.peft_type != "CAPSULE":
             raise ValueError(f"peft_type: expected 'CAPSULE', got {self.peft_type!r}")
 

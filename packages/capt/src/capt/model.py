@@ -14,8 +14,17 @@ position 0 under left or right padding). Forward pre-hooks (``with_kwargs=True``
 decoder layers overwrite the slots with ``c_ℓ`` — only on a pass whose first column is position 0,
 never on a KV-cache decode step. The returned logits include the slot positions, as in peft.
 
-Built so far: decoder-only models with ``model.model.layers`` (Llama, Qwen2, Mistral). T5 encoder
-blocks are not built yet.
+Supported: decoder-only models with ``model.model.layers`` (Llama, Qwen2, Mistral) and T5
+(``T5ForConditionalGeneration``, ``T5EncoderModel``): there the capsules go into the encoder blocks
+only (``model.encoder.block``), the slots are prepended to the encoder input (no position ids: the
+relative position bias absorbs the shift), decoder labels are left as they are, and the default
+instance is every non-padding encoder token.
+
+Gradient checkpointing: transformers checkpoints a layer's ``forward`` (the pre-hook runs once,
+outside the replay). A checkpoint wrapped around a layer's whole ``__call__`` replays the pre-hook
+during backward, after ``forward`` returned; the hook then writes the slots of the *last* forward
+pass again (kept until the next forward or ``unload()``), so the replay equals the first pass as
+long as each backward follows its own forward (the usual training loop).
 """
 
 from __future__ import annotations
@@ -32,17 +41,40 @@ from .ops import capsule_slots, instance_semantics, write_slots
 __all__ = ["ADAPTER_WEIGHTS_NAME", "SUPPORTED", "CapsuleModel", "get_peft_model"]
 
 ADAPTER_WEIGHTS_NAME = "adapter_model.safetensors"
-SUPPORTED = ("llama", "qwen2", "mistral")
+DECODERS = ("llama", "qwen2", "mistral")
+ENCODER_DECODERS = ("t5",)
+SUPPORTED = DECODERS + ENCODER_DECODERS
 
 
-def _decoder_layers(model: nn.Module) -> nn.ModuleList:
+def _model_type(model: nn.Module) -> str:
     model_type = getattr(getattr(model, "config", None), "model_type", None)
     if model_type not in SUPPORTED:
         raise ValueError(
             f"model: unsupported architecture {model_type or type(model).__name__!r}; "
-            f"capt hooks {SUPPORTED} decoder layers (T5 is not built yet)"
+            f"capt hooks the decoder layers of {DECODERS} and the encoder blocks of "
+            f"{ENCODER_DECODERS}"
         )
+    return model_type
+
+
+def _decoder_layers(model: nn.Module) -> nn.ModuleList:
+    """The hooked blocks: ``model.model.layers`` (decoder-only) or ``model.encoder.block`` (T5)."""
+    if _model_type(model) in ENCODER_DECODERS:
+        return model.encoder.block
     return model.model.layers
+
+
+def _layer_norm(layer: nn.Module) -> nn.Module | None:
+    """The norm in front of a block's self-attention (``instance_source="hidden"``)."""
+    norm = getattr(layer, "input_layernorm", None)  # Llama, Qwen2, Mistral
+    if norm is None and hasattr(layer, "layer"):  # T5Block: layer[0] is T5LayerSelfAttention
+        norm = getattr(layer.layer[0], "layer_norm", None)
+    return norm
+
+
+def _in_backward() -> bool:
+    """True while the autograd engine runs a backward pass (a checkpoint replay happens there)."""
+    return torch._C._current_graph_task_id() != -1
 
 
 class CapsuleModel(nn.Module):
@@ -73,6 +105,7 @@ class CapsuleModel(nn.Module):
                 raise ValueError(f"model: the config is for {name}={want}, the model has {got}")
         self.peft_config = dataclasses.replace(config, hidden_size=d, num_layers=len(layers))
         self.layer_ids = config.layer_ids(len(layers))
+        self.is_encoder_decoder = _model_type(model) in ENCODER_DECODERS
         for p in model.parameters():
             p.requires_grad_(False)
         self.base_model = model
@@ -80,8 +113,13 @@ class CapsuleModel(nn.Module):
         data = torch.zeros(len(self.layer_ids), config.capsule_length, d, dtype=ref.dtype)
         if config.init == "normal":
             data.normal_(0.0, config.init_std, generator=generator)
+        elif config.init == "vocab":
+            # peft's SAMPLE_VOCAB: every slot starts as the embedding of a uniformly drawn token.
+            ids = torch.randint(0, ref.shape[0], data.shape[:2], generator=generator)
+            data = ref.detach().cpu()[ids].clone()
         self.capsules = nn.Parameter(data.to(ref.device))
         self._state: dict | None = None
+        self._replay: dict | None = None  # the last forward's state, for a checkpoint replay
         self._handles = [
             layers[ell].register_forward_pre_hook(
                 self._make_hook(row, layers[ell]), with_kwargs=True
@@ -90,8 +128,10 @@ class CapsuleModel(nn.Module):
         ]
 
     # ------------------------------------------------------------------ the hook
-    def _slots(self, row: int, h_src: torch.Tensor, norm: nn.Module | None) -> torch.Tensor:
-        cfg, st = self.peft_config, self._state
+    def _slots(
+        self, st: dict, row: int, h_src: torch.Tensor, norm: nn.Module | None
+    ) -> torch.Tensor:
+        cfg = self.peft_config
         if cfg.instance_source == "none":
             s = None
         elif cfg.instance_source == "hidden":
@@ -102,15 +142,18 @@ class CapsuleModel(nn.Module):
 
     def _make_hook(self, row: int, layer: nn.Module):
         def hook(module, args, kwargs):
-            if self._state is None:  # the base model called directly (not through this wrapper)
+            state = self._state
+            if state is None and _in_backward():
+                state = self._replay  # a checkpoint around the layer's __call__ replays the hook
+            if state is None:  # the base model called directly (not through this wrapper)
                 return None
             positional = len(args) > 0
             h = args[0] if positional else kwargs["hidden_states"]
             pos = kwargs.get("position_ids")
             if pos is not None and bool((pos[..., 0] != 0).any()):
                 return None  # a KV-cache decode step: slot 0 is in the cache already
-            k = self._state["k"]
-            h = write_slots(h, self._slots(row, h[:, k:], getattr(layer, "input_layernorm", None)))
+            k = state["k"]
+            h = write_slots(h, self._slots(state, row, h[:, k:], _layer_norm(layer)))
             if positional:
                 return (h, *args[1:]), kwargs
             return args, {**kwargs, "hidden_states": h}
@@ -124,11 +167,10 @@ class CapsuleModel(nn.Module):
         if input_ids.dim() != 2:
             raise ValueError(f"input_ids: expected shape (B, T), got {tuple(input_ids.shape)}")
         shape = tuple(input_ids.shape)
-        for name, x in (
-            ("attention_mask", attention_mask),
-            ("instance_mask", instance_mask),
-            ("labels", labels),
-        ):
+        checked = [("attention_mask", attention_mask), ("instance_mask", instance_mask)]
+        if not self.is_encoder_decoder:  # T5 labels are the decoder's targets, of any length
+            checked.append(("labels", labels))
+        for name, x in checked:
             if x is not None and (not isinstance(x, torch.Tensor) or tuple(x.shape) != shape):
                 got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
                 raise ValueError(f"{name}: expected the shape of input_ids {shape}, got {got}")
@@ -137,7 +179,7 @@ class CapsuleModel(nn.Module):
         if instance_mask is None:
             # The instance is the source only: not padding, and not teacher-forced targets.
             instance_mask = attention_mask.bool()
-            if labels is not None:
+            if labels is not None and not self.is_encoder_decoder:
                 instance_mask = instance_mask & (labels == -100)
         instance_mask = instance_mask.long()
         if bool((instance_mask.bool() & ~attention_mask.bool()).any()):
@@ -151,7 +193,7 @@ class CapsuleModel(nn.Module):
                 semantics = instance_semantics(embeds, instance_mask)
             except ValueError as err:
                 raise ValueError(f"instance_mask: {err}") from None
-        norm0 = getattr(_decoder_layers(self.base_model)[0], "input_layernorm", None)
+        norm0 = _layer_norm(_decoder_layers(self.base_model)[0])
         s0 = (
             instance_semantics(norm0(embeds), instance_mask)
             if cfg.instance_source == "hidden"
@@ -162,10 +204,14 @@ class CapsuleModel(nn.Module):
         inputs_embeds = torch.cat([first.to(embeds.dtype).expand(b, -1, -1), embeds], 1)
         ones = attention_mask.new_ones(b, k)
         full_mask = torch.cat([ones, attention_mask], 1)
-        position_ids = (full_mask.long().cumsum(-1) - 1).clamp(min=0)
-        if labels is not None:
-            labels = torch.cat([labels.new_full((b, k), -100), labels], 1)
+        if self.is_encoder_decoder:
+            position_ids = None  # T5: relative position bias, the decoder labels stay as they are
+        else:
+            position_ids = (full_mask.long().cumsum(-1) - 1).clamp(min=0)
+            if labels is not None:
+                labels = torch.cat([labels.new_full((b, k), -100), labels], 1)
         self._state = {"semantics": semantics, "instance_mask": instance_mask, "k": k}
+        self._replay = None
         return inputs_embeds, full_mask, position_ids, labels
 
     def forward(
@@ -192,15 +238,15 @@ class CapsuleModel(nn.Module):
         inputs_embeds, mask, position_ids, labels = self._prepare(
             input_ids, attention_mask, instance_mask, labels
         )
+        if position_ids is not None:
+            kwargs["position_ids"] = position_ids
+        if labels is not None:
+            kwargs["labels"] = labels
         try:
-            return self.base_model(
-                inputs_embeds=inputs_embeds,
-                attention_mask=mask,
-                position_ids=position_ids,
-                labels=labels,
-                **kwargs,
-            )
+            return self.base_model(inputs_embeds=inputs_embeds, attention_mask=mask, **kwargs)
         finally:
+            if torch.is_grad_enabled():
+                self._replay = self._state
             self._state = None
 
     @torch.no_grad()
@@ -211,9 +257,11 @@ class CapsuleModel(nn.Module):
         instance_mask: torch.Tensor | None = None,
         **kwargs,
     ) -> torch.Tensor:
-        """``base_model.generate`` with the capsules; returns ``[input_ids; new tokens]``.
+        """``base_model.generate`` with the capsules.
 
-        The slots are written on the prefill pass only; decode steps reuse them from the cache.
+        Decoder-only models: returns ``[input_ids; new tokens]``; the slots are written on the
+        prefill pass only, decode steps reuse them from the cache. T5: the capsules enter the
+        encoder (run once); returns the decoder's ids, as ``T5ForConditionalGeneration.generate``.
         """
         inputs_embeds, mask, _, _ = self._prepare(input_ids, attention_mask, instance_mask, None)
         try:
@@ -222,6 +270,8 @@ class CapsuleModel(nn.Module):
             )
         finally:
             self._state = None
+        if self.is_encoder_decoder:
+            return new
         return torch.cat([input_ids, new.to(input_ids.device)], dim=1)
 
     # ------------------------------------------------------------------ peft conveniences
@@ -242,6 +292,7 @@ class CapsuleModel(nn.Module):
         for handle in self._handles:
             handle.remove()
         self._handles = []
+        self._state = self._replay = None
         return self.base_model
 
     # ------------------------------------------------------------------ save / load
@@ -292,5 +343,5 @@ class CapsuleModel(nn.Module):
 def get_peft_model(
     model: nn.Module, peft_config: CapsuleConfig, generator: torch.Generator | None = None
 ) -> CapsuleModel:
-    """Wrap a transformers causal LM (Llama, Qwen2, Mistral) with CaPT capsules; base frozen."""
+    """Wrap a transformers model (Llama, Qwen2, Mistral; T5 encoder) with CaPT capsules; base frozen."""
     return CapsuleModel(model, peft_config, generator=generator)
