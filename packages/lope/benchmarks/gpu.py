@@ -192,7 +192,8 @@ def _llama(toy, device):
         )
     torch.manual_seed(0)
     dtype = torch.float32 if toy else torch.bfloat16
-    return LlamaForCausalLM(cfg).to(device=device, dtype=dtype)
+    with torch.device(device):  # initialise on the GPU: a 1.1B CPU init takes minutes
+        return LlamaForCausalLM(cfg).to(dtype=dtype)
 
 
 TARGETS = ["gate_proj", "up_proj", "down_proj"]

@@ -1,9 +1,10 @@
 """Noise-Robustness Through Noise: A Framework Combining Asymmetric LoRA with Poisoning MoE (NeurIPS 2025).
 
-So far: the math (``lope.ops``) with its float64 reference (``lope.reference``), the layer
-(``AsymmetricLoRALinear``) and the peft-style adapter (``get_peft_model``, ``LoPEModel``,
-``LoPEConfig``, ``HydraLoRAConfig``), ``HyNoise`` and ``train_lope`` (no DDP test yet). the Triton kernel, the baselines and the
-benchmarks are not built yet (see the README).
+So far: the math (``lope.ops``, with a Triton forward of ``expert_mix`` in ``lope.kernels.mix``)
+with its float64 reference (``lope.reference``), the layer (``AsymmetricLoRALinear``) and the
+peft-style adapter (``get_peft_model``, ``LoPEModel``, ``LoPEConfig``, ``HydraLoRAConfig``),
+``HyNoise`` and ``train_lope`` (DDP-tested). The baselines and the quality benchmark are not built
+yet (see the README).
 """
 
 from .config import HydraLoRAConfig, LoPEConfig
