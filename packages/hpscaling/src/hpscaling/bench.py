@@ -71,12 +71,6 @@ def _workers() -> int:
     return n
 
 
-def _init_worker() -> None:
-    import torch
-
-    torch.set_num_threads(1)
-
-
 def _pool(n: int):
     """One pool of ``n`` spawned single-thread workers per process, reused by every sweep."""
     global _POOL
@@ -87,16 +81,15 @@ def _pool(n: int):
 
         if _POOL is not None:
             _POOL[1].shutdown()
-        pool = ProcessPoolExecutor(
-            max_workers=n, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker
-        )
+        pool = ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"))
         atexit.register(pool.shutdown)
         _POOL = (n, pool)
     return _POOL[1]
 
 
 def _run_quiet(spec: RunSpec) -> dict[str, Any]:
-    return run(spec, progress=False)
+    with single_thread():  # in a worker process: one thread per run, as without workers
+        return run(spec, progress=False)
 
 
 def _sweep(ctx: Context, specs: list[RunSpec], desc: str) -> list[dict[str, Any]]:
