@@ -191,7 +191,8 @@ def test_gradient_checkpointing_gives_the_same_loss_and_capsule_gradients(tiny_l
     for checkpointing in (False, True):
         base = tiny_llama()
         if checkpointing:
-            base.gradient_checkpointing_enable()
+            enable = getattr(base, "activation_checkpointing_enable", None)
+            (enable or base.gradient_checkpointing_enable)()  # renamed in transformers 5.x
         base.train()
         model = get_peft_model(base, CapsuleConfig(instance_source="hidden", init="normal"))
         loss = model(input_ids=ids, labels=labels).loss
@@ -200,3 +201,51 @@ def test_gradient_checkpointing_gives_the_same_loss_and_capsule_gradients(tiny_l
     assert_close(grads[1][0], grads[0][0], rtol=1e-6)
     assert_close(grads[1][1], grads[0][1], rtol=1e-5)
     assert grads[0][1].abs().sum() > 0
+
+
+class _CheckpointCall(torch.nn.Module):
+    """A layer whose whole ``__call__`` (our pre-hook included) runs under ``checkpoint``."""
+
+    def __init__(self, inner: torch.nn.Module, reentrant: bool) -> None:
+        super().__init__()
+        self.inner, self.reentrant = inner, reentrant
+
+    def forward(self, *args, **kwargs):
+        if self.reentrant:  # the reentrant variant takes no keyword arguments
+            return torch.utils.checkpoint.checkpoint(
+                lambda *a: self.inner(*a, **kwargs), *args, use_reentrant=True
+            )
+        return torch.utils.checkpoint.checkpoint(self.inner, *args, use_reentrant=False, **kwargs)
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+@pytest.mark.parametrize("source", ["embedding", "hidden"])
+def test_checkpoint_around_the_layer_call_replays_the_hook(reentrant, source, tiny_llama):
+    # The replay runs the pre-hook again during backward, after forward returned: it must write
+    # the same slots (the last forward's state), or the recomputed layer differs silently.
+    ids, labels = _batch()
+    results = []
+    for checkpointing in (False, True):
+        base = tiny_llama().train()
+        cfg = CapsuleConfig(layers=[0, 2], instance_source=source, init="normal", init_std=0.5)
+        model = get_peft_model(base, cfg, generator=torch.Generator().manual_seed(0))
+        if checkpointing:
+            for i, layer in enumerate(base.model.layers):
+                base.model.layers[i] = _CheckpointCall(layer, reentrant)
+        # No KV cache: a replay would append to it twice (transformers' own checkpointing too).
+        loss = model(input_ids=ids, labels=labels, use_cache=False).loss
+        loss.backward()
+        results.append((loss.detach(), model.capsules.grad.clone()))
+    assert_close(results[1][0], results[0][0], rtol=1e-6)
+    assert_close(results[1][1], results[0][1], rtol=1e-5)
+    assert results[0][1].abs().sum() > 0
+
+
+def test_init_vocab_samples_token_embeddings(tiny_llama):
+    base = tiny_llama()
+    cfg = CapsuleConfig(capsule_length=2, init="vocab")
+    model = get_peft_model(base, cfg, generator=torch.Generator().manual_seed(0))
+    table = base.model.embed_tokens.weight
+    for p in model.capsules.detach().reshape(-1, table.shape[1]):
+        assert bool((table == p).all(-1).any())  # every slot is exactly one token's embedding
+    assert not torch.equal(model.capsules[0], model.capsules[1])

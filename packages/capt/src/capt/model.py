@@ -106,6 +106,8 @@ class CapsuleModel(nn.Module):
         self.peft_config = dataclasses.replace(config, hidden_size=d, num_layers=len(layers))
         self.layer_ids = config.layer_ids(len(layers))
         self.is_encoder_decoder = _model_type(model) in ENCODER_DECODERS
+        # Block 0's norm, kept from hook time (a wrapper may later replace the list's entries).
+        self._norm0 = (_layer_norm(layers[0]),)  # a tuple: not registered as a submodule
         for p in model.parameters():
             p.requires_grad_(False)
         self.base_model = model
@@ -193,7 +195,7 @@ class CapsuleModel(nn.Module):
                 semantics = instance_semantics(embeds, instance_mask)
             except ValueError as err:
                 raise ValueError(f"instance_mask: {err}") from None
-        norm0 = _layer_norm(_decoder_layers(self.base_model)[0])
+        norm0 = self._norm0[0]
         s0 = (
             instance_semantics(norm0(embeds), instance_mask)
             if cfg.instance_source == "hidden"
