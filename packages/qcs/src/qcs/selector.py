@@ -67,8 +67,14 @@ class QCSSelector:
         self.history: list[dict] = []
 
     def fit(self, pool) -> Selection:
-        """Run ``config.outer_steps`` steps on ``pool`` (its ``token_lengths`` or the lengths)."""
-        lengths = getattr(pool, "token_lengths", pool)
+        """Run ``config.outer_steps`` steps on ``pool``: the lengths ``[n]``, or anything with
+        ``token_lengths`` (an attribute, or a key of an :func:`~qcs.tasks.encode_pairs` dict)."""
+        if isinstance(pool, dict):
+            if "token_lengths" not in pool:
+                raise ValueError("pool: a dict pool must hold 'token_lengths' (encode_pairs)")
+            lengths = pool["token_lengths"]
+        else:
+            lengths = getattr(pool, "token_lengths", pool)
         cfg = self.config
         pol = HierarchicalBernoulliPolicy(lengths, cfg.budget, cfg.token_ratio, dtype=self.dtype)
         self.policy = pol
