@@ -170,9 +170,12 @@ def make_target_set(
 
 
 def encode_pairs(
-    pairs: list[InstructionPair], max_len: int | None = None
+    pairs: list[InstructionPair], max_len: int | None = None, instruction: bool = True
 ) -> dict[str, torch.Tensor]:
     """Byte-level encoding ``"Q: {instruction}\\nA: {response}\\n"``.
+
+    With ``instruction=False`` the prompt is ``"A: "`` alone (the response without its
+    instruction: IFD's ``ppl(y)``); the response-token layout is the same.
 
     Returns ``input_ids [N, L]`` (padded with 0), ``labels [N, L]`` (the next byte, ``-100`` on
     instruction targets and padding), ``token_lengths [N]`` (response bytes + the final newline),
@@ -184,7 +187,7 @@ def encode_pairs(
         raise ValueError("pairs: expected at least one pair")
     rows = []
     for p in pairs:
-        prompt = f"Q: {p.instruction}\nA: ".encode()
+        prompt = (f"Q: {p.instruction}\nA: " if instruction else "A: ").encode()
         full = prompt + p.response.encode() + b"\n"
         rows.append((full, len(prompt), p))
     L = max(len(r[0]) for r in rows) - 1
