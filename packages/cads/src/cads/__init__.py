@@ -2,19 +2,20 @@
 
 What exists so far: the compute budget and the penalty form's inner value (``budget``), the
 selection policies and the Hessian-free policy-gradient estimator (``policies``), the outer loop
-(``PolicyOptimizer``, ``BudgetedPBCS`` around a caller's value function), static rules as pure
-functions (``cads.baselines``), the float64 least-squares reference (``cads.reference``) and
-``budgeted_train`` (exactly B steps, probe curve), ``CADSConfig`` and a first ``CADS`` solver
-(runs end to end; its selection quality is not yet tested). Not built: the model-training value
-function for ``BudgetedPBCS``, distributed rollouts, vmapped rollouts, the benchmarks.
+(``PolicyOptimizer``, ``BudgetedPBCS`` around a value function; ``TrainingValue`` trains a model
+for it, ``inner="budget"|"converge"``), static rules as pure functions (``cads.baselines``), the
+float64 least-squares reference (``cads.reference``), ``budgeted_train`` (exactly B steps, probe
+curve) and ``train_to_convergence``, ``CADSConfig`` and the ``CADS`` solver (``value="exact"`` at
+tau = 1 reduces to ``BudgetedPBCS``). Not built: distributed rollouts, vmapped rollouts, the
+benchmarks.
 """
 
 from .budget import Budget, budget_min, fit_loglinear, penalty_values
 from .config import CADSConfig
-from .outer import BudgetedPBCS, PolicyOptimizer
+from .outer import BudgetedPBCS, PolicyOptimizer, TrainingValue
 from .policies import BernoulliPolicy, TruncatedGaussianPolicy, policy_gradient
 from .solver import CADS, Selection
-from .train import budgeted_train
+from .train import budgeted_train, train_to_convergence
 
 __all__ = [
     "CADS",
@@ -24,10 +25,12 @@ __all__ = [
     "CADSConfig",
     "PolicyOptimizer",
     "Selection",
+    "TrainingValue",
     "TruncatedGaussianPolicy",
     "budget_min",
     "budgeted_train",
     "fit_loglinear",
     "penalty_values",
     "policy_gradient",
+    "train_to_convergence",
 ]

@@ -3,8 +3,9 @@ Adam step on the policy parameter with cosine decay, project (spec section 2).
 
 ``BudgetedPBCS`` here is that loop around a value function ``value_fn(samples) -> [K]`` that
 returns F(A_B(m_k)); with the least-squares reference that function is exact
-(``LeastSquaresProblem.values``). The model-training value function (``budgeted_train`` and
-``inner="converge"``) is not built yet.
+(``LeastSquaresProblem.values``); on a real model it is ``TrainingValue`` (``inner="budget"``:
+B budgeted steps, the spec's conventional solver; ``inner="converge"``: train to convergence,
+PBCS itself).
 """
 
 from __future__ import annotations
@@ -13,11 +14,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
+from torch import nn
 
 from ._checks import check_float, check_generator, check_int
+from .budget import Budget
 from .policies import BernoulliPolicy, TruncatedGaussianPolicy, policy_gradient
+from .train import _dataset, budgeted_train, default_optimizer, train_to_convergence
 
-__all__ = ["BudgetedPBCS", "PolicyOptimizer"]
+__all__ = ["BudgetedPBCS", "PolicyOptimizer", "TrainingValue"]
 
 Policy = BernoulliPolicy | TruncatedGaussianPolicy
 
@@ -70,7 +74,9 @@ class BudgetedPBCS:
     """The conventional solver: each outer step runs the full budgeted training on K samples.
 
     ``value_fn(samples) -> values [K]`` must return F(A_B(m_k)) (validation loss after B steps on
-    selection k). Defaults follow PBCS: K = 5, leave-one-out baseline, clip 3, Adam 5e-2, cosine.
+    selection k). A value function with ``takes_seed = True`` (``TrainingValue``) is called as
+    ``value_fn(samples, seed)`` with one seed per outer step drawn from ``fit``'s generator, the
+    same draw CADS makes, so both solvers see the same masks and seeds. Defaults follow PBCS: K = 5, leave-one-out baseline, clip 3, Adam 5e-2, cosine.
     """
 
     value_fn: Callable[[torch.Tensor], torch.Tensor]
@@ -98,12 +104,115 @@ class BudgetedPBCS:
         opt = PolicyOptimizer(self.policy, self.lr, self.clip_norm, self.outer_steps)
         for step in range(self.outer_steps):
             samples = self.policy.sample(self.rollouts, generator)
-            values = self.value_fn(samples)
+            if getattr(self.value_fn, "takes_seed", False):
+                # Common random numbers: one seed for every rollout's training, drawn as CADS does.
+                crn = int(torch.randint(2**62, (1,), generator=generator))
+                values = self.value_fn(samples, crn)
+            else:
+                values = self.value_fn(samples)
             if not isinstance(values, torch.Tensor) or values.shape != (self.rollouts,):
                 raise ValueError(f"value_fn must return a tensor of shape [{self.rollouts}]")
             grad = policy_gradient(values.double(), self.policy.score(samples))
             norm = opt.step(grad)
             self.history.append(
-                {"step": step, "mean_value": values.mean().item(), "grad_norm": norm}
+                {
+                    "step": step,
+                    "values": values.tolist(),
+                    "mean_value": values.mean().item(),
+                    "grad_norm": norm,
+                }
             )
         return self.policy
+
+
+class TrainingValue:
+    """F(A(m_k)) by actually training, the value ``BudgetedPBCS`` needs on a real model.
+
+    ``inner="budget"``: exactly ``budget.steps`` steps of ``budget.batch_size`` (``budgeted_train``),
+    the spec's conventional budgeted solver. ``inner="converge"``: PBCS itself, train until the
+    probe-batch loss improves by less than ``tol`` over ``check_every`` steps (at most ``max_steps``,
+    default 20 B). Every rollout of a call trains from the same theta_0 with the same seed (common
+    random numbers). ``samples`` are bool masks [K, n] or source weights [K, S] with ``sources``.
+    ``steps_taken`` records the optimizer steps of each rollout (the solver's cost).
+    """
+
+    takes_seed = True
+
+    def __init__(
+        self,
+        model_factory: Callable[[], nn.Module],
+        loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+        train_set: tuple[torch.Tensor, torch.Tensor],
+        val_set: tuple[torch.Tensor, torch.Tensor],
+        budget: Budget,
+        optimizer_factory: Callable[[list], torch.optim.Optimizer] | None = None,
+        inner: str = "budget",
+        sources: torch.Tensor | None = None,
+        check_every: int = 50,
+        tol: float = 1e-3,
+        max_steps: int | None = None,
+    ) -> None:
+        if not callable(model_factory) or not callable(loss_fn):
+            raise TypeError("model_factory and loss_fn must be callable")
+        if not isinstance(budget, Budget):
+            raise TypeError(f"budget must be a Budget, got {type(budget).__name__}")
+        if inner not in ("budget", "converge"):
+            raise ValueError(f"inner must be 'budget' or 'converge', got {inner!r}")
+        self.train_set = _dataset(train_set)
+        try:
+            self.x_val, self.y_val = _dataset(val_set)
+        except (TypeError, ValueError) as err:
+            raise type(err)(f"val_set: {err}") from None
+        self.model_factory, self.loss_fn, self.budget, self.inner = (
+            model_factory,
+            loss_fn,
+            budget,
+            inner,
+        )
+        self.optimizer_factory = optimizer_factory or default_optimizer
+        self.sources = sources
+        self.check_every = check_int("check_every", check_every, low=1)
+        self.tol = check_float("tol", tol)
+        if not self.tol >= 0:
+            raise ValueError(f"tol must be >= 0, got {self.tol}")
+        self.max_steps = check_int(
+            "max_steps", 20 * budget.steps if max_steps is None else max_steps, low=1
+        )
+        self.steps_taken: list[int] = []
+
+    def __call__(self, samples: torch.Tensor, seed: int) -> torch.Tensor:
+        seed = check_int("seed", seed, low=0)
+        values = []
+        for sel in samples:
+            sel = sel if sel.dtype == torch.bool else sel.double()
+            gen = torch.Generator().manual_seed(seed)
+            if self.inner == "budget":
+                model, _ = budgeted_train(
+                    self.model_factory,
+                    self.train_set,
+                    sel,
+                    self.budget,
+                    self.optimizer_factory,
+                    gen,
+                    loss_fn=self.loss_fn,
+                    sources=self.sources,
+                )
+                steps = self.budget.steps
+            else:
+                model, steps = train_to_convergence(
+                    self.model_factory,
+                    self.train_set,
+                    sel,
+                    self.budget.batch_size,
+                    self.optimizer_factory,
+                    gen,
+                    check_every=self.check_every,
+                    tol=self.tol,
+                    max_steps=self.max_steps,
+                    loss_fn=self.loss_fn,
+                    sources=self.sources,
+                )
+            self.steps_taken.append(steps)
+            with torch.no_grad():
+                values.append(self.loss_fn(model(self.x_val), self.y_val).item())
+        return torch.tensor(values, dtype=torch.float64)

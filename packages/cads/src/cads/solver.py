@@ -7,6 +7,10 @@ One outer iteration:
    log-spaced checkpoints and ``budget_min`` (log-linear);
 3. ``theta_steps`` SGD steps of the persistent theta on F(theta) + lambda/K sum_k G(theta; m_k);
 4. P_k = G(theta; m_k) - v_B(m_k), the leave-one-out policy gradient, a clipped Adam step, projection.
+
+``value="exact"`` replaces P_k by F(A_{ceil(tau B)}(m_k)), the validation loss of the probe model
+itself, and skips the theta steps: at tau = 1 the probe is A_B(m_k) and CADS reduces to
+``BudgetedPBCS`` with ``TrainingValue(inner="budget")`` (same masks, seeds and policy steps; tested).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from .budget import Budget, budget_min
 from .config import CADSConfig
 from .outer import PolicyOptimizer
 from .policies import BernoulliPolicy, TruncatedGaussianPolicy, policy_gradient
-from .train import _dataset, _selection, budgeted_train
+from .train import _dataset, _selection, budgeted_train, default_optimizer
 
 __all__ = ["CADS", "Selection"]
 
@@ -62,6 +66,7 @@ class CADS:
         sources: torch.Tensor | None = None,
         optimizer_factory: Callable[[list], torch.optim.Optimizer] | None = None,
         theta_steps: int = 2,
+        value: str = "penalty",
     ) -> None:
         if not isinstance(config, CADSConfig):
             raise TypeError(f"config must be a CADSConfig, got {type(config).__name__}")
@@ -90,10 +95,11 @@ class CADS:
             self.policy = BernoulliPolicy(n)
         self.sources = sources
         self.model_factory, self.loss_fn, self.config = model_factory, loss_fn, config
-        self.optimizer_factory = optimizer_factory or (
-            lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9)
-        )
+        self.optimizer_factory = optimizer_factory or default_optimizer
         self.theta_steps = check_int("theta_steps", theta_steps, low=1)
+        if value not in ("penalty", "exact"):
+            raise ValueError(f"value must be 'penalty' or 'exact', got {value!r}")
+        self.value = value
 
     def _probe_indices(self, selection: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
         pools, probs = _selection(selection, self.x.shape[0], self.sources)
@@ -116,9 +122,9 @@ class CADS:
             samples = self.policy.sample(cfg.rollouts, generator)
             crn = int(torch.randint(2**62, (1,), generator=generator))
             selections = [s.double() if cfg.granularity == "source" else s for s in samples]
-            probes, inner = [], []
+            probes, inner, exact = [], [], []
             for sel in selections:
-                _, curve = budgeted_train(
+                model, curve = budgeted_train(
                     self.model_factory,
                     (self.x, self.y),
                     sel,
@@ -134,6 +140,21 @@ class CADS:
                 else:
                     inner.append(budget_min(curve, cfg.budget, method="observed"))
                 probes.append(self._probe_indices(sel, torch.Generator().manual_seed(crn + 1)))
+                if self.value == "exact":
+                    with torch.no_grad():
+                        exact.append(self.loss_fn(model(self.x_val), self.y_val).item())
+            if self.value == "exact":
+                values = torch.tensor(exact, dtype=torch.float64)
+                norm = opt.step(policy_gradient(values, self.policy.score(samples)))
+                history.append(
+                    {
+                        "step": step,
+                        "values": values.tolist(),
+                        "mean_value": values.mean().item(),
+                        "grad_norm": norm,
+                    }
+                )
+                continue
             with torch.enable_grad():
                 theta.train()
                 for _ in range(self.theta_steps):

@@ -13,9 +13,14 @@ from torch import nn
 from ._checks import check_generator, check_int
 from .budget import Budget
 
-__all__ = ["budgeted_train"]
+__all__ = ["budgeted_train", "default_optimizer", "train_to_convergence"]
 
 _PROBE_SIZE = 256
+
+
+def default_optimizer(params: list) -> torch.optim.Optimizer:
+    """The inner optimizer when none is given: SGD, lr 0.05, momentum 0.9 (spec section 5)."""
+    return torch.optim.SGD(params, lr=0.05, momentum=0.9)
 
 
 def _dataset(dataset: object) -> tuple[torch.Tensor, torch.Tensor]:
@@ -80,6 +85,39 @@ def _selection(
     return [idx], torch.ones(1, dtype=torch.float64)
 
 
+def _probe_batch(
+    pools: list[torch.Tensor], probs: torch.Tensor, batch_size: int, generator: torch.Generator
+) -> torch.Tensor:
+    """A fixed probe batch drawn from a generator derived from (a copy of) ``generator``'s state,
+    so recording a curve never changes the training trajectory (the tau = 1 reduction needs this)."""
+    fork = torch.Generator().manual_seed(0)
+    fork.set_state(generator.get_state())
+    seed = int(torch.randint(2**62, (1,), generator=fork)) ^ 0x5DEECE66D
+    fork.manual_seed(seed)
+    pool = torch.cat([p for p, w in zip(pools, probs) if w > 0])
+    return pool[torch.randint(pool.numel(), (min(_PROBE_SIZE, batch_size * 8),), generator=fork)]
+
+
+def _step(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    pools: list[torch.Tensor],
+    probs: torch.Tensor,
+    batch_size: int,
+    generator: torch.Generator,
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+) -> None:
+    """One optimizer step on a batch drawn (with replacement) from the selection."""
+    g = 0 if len(pools) == 1 else int(torch.multinomial(probs, 1, generator=generator))
+    pool = pools[g]
+    batch = pool[torch.randint(pool.numel(), (batch_size,), generator=generator)]
+    optimizer.zero_grad(set_to_none=True)
+    loss_fn(model(x[batch]), y[batch]).backward()
+    optimizer.step()
+
+
 def budgeted_train(
     model_factory: Callable[[], nn.Module],
     dataset: tuple[torch.Tensor, torch.Tensor],
@@ -123,12 +161,7 @@ def budgeted_train(
 
     probe = None
     if checkpoints is not None:
-        pool = torch.cat([p for p, w in zip(pools, probs) if w > 0])
-        probe = pool[
-            torch.randint(
-                pool.numel(), (min(_PROBE_SIZE, budget.batch_size * 8),), generator=generator
-            )
-        ]
+        probe = _probe_batch(pools, probs, budget.batch_size, generator)
     curve_t: list[int] = []
     curve_loss: list[float] = []
 
@@ -144,12 +177,7 @@ def budgeted_train(
             record(0)
             tick += 1
         for step in range(1, budget.steps + 1):
-            g = 0 if len(pools) == 1 else int(torch.multinomial(probs, 1, generator=generator))
-            pool = pools[g]
-            batch = pool[torch.randint(pool.numel(), (budget.batch_size,), generator=generator)]
-            optimizer.zero_grad(set_to_none=True)
-            loss_fn(model(x[batch]), y[batch]).backward()
-            optimizer.step()
+            _step(model, optimizer, x, y, pools, probs, budget.batch_size, generator, loss_fn)
             while tick < len(ticks) and ticks[tick] == step:
                 record(step)
                 tick += 1
@@ -160,3 +188,59 @@ def budgeted_train(
             torch.tensor(curve_loss, dtype=torch.float64),
         )
     return model, curve
+
+
+def train_to_convergence(
+    model_factory: Callable[[], nn.Module],
+    dataset: tuple[torch.Tensor, torch.Tensor],
+    selection: torch.Tensor,
+    batch_size: int,
+    optimizer_factory: Callable[[list], torch.optim.Optimizer],
+    generator: torch.Generator,
+    check_every: int = 50,
+    tol: float = 1e-3,
+    max_steps: int = 5000,
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = nn.functional.cross_entropy,
+    sources: torch.Tensor | None = None,
+) -> tuple[nn.Module, int]:
+    """PBCS's inner problem: train until the loss on a fixed probe batch of the selection improves
+    by less than ``tol`` (relative) over ``check_every`` steps, or ``max_steps``; no budget.
+
+    Batches are drawn exactly as in ``budgeted_train`` (same generator stream), so with the same
+    seed its first B steps are A_B(m). Returns ``(model, steps_taken)``.
+    """
+    if not callable(model_factory):
+        raise TypeError("model_factory must be callable")
+    if not callable(optimizer_factory):
+        raise TypeError("optimizer_factory must be callable")
+    check_generator(generator)
+    batch_size = check_int("batch_size", batch_size, low=1)
+    check_every = check_int("check_every", check_every, low=1)
+    max_steps = check_int("max_steps", max_steps, low=1)
+    tol = float(tol)
+    if not tol >= 0:
+        raise ValueError(f"tol must be >= 0, got {tol}")
+    x, y = _dataset(dataset)
+    pools, probs = _selection(selection, x.shape[0], sources)
+    model = model_factory()
+    if not isinstance(model, nn.Module):
+        raise TypeError("model_factory must return an nn.Module")
+    optimizer = optimizer_factory(list(model.parameters()))
+    probe = _probe_batch(pools, probs, batch_size, generator)
+
+    def probe_loss() -> float:
+        with torch.no_grad():
+            return loss_fn(model(x[probe]), y[probe]).item()
+
+    last, steps = probe_loss(), 0
+    with torch.enable_grad():
+        model.train()
+        while steps < max_steps:
+            for _ in range(min(check_every, max_steps - steps)):
+                _step(model, optimizer, x, y, pools, probs, batch_size, generator, loss_fn)
+                steps += 1
+            now = probe_loss()
+            if last - now < tol * max(abs(last), 1e-12):
+                break
+            last = now
+    return model, steps
