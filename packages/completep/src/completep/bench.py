@@ -207,7 +207,9 @@ def _arm_case(kind: str):
     def case(ctx: Context) -> None:
         _lr_transfer(ctx, [kind], tag=f"_{kind}")
 
-    case.__doc__ = f"A (full size), arm {kind}: the LR grid at depths 2, 4, 8 (smoke: a toy size)."
+    case.__doc__ = (
+        f"A (full size), arm {kind}: the LR grid at depths 2, 4, 8, 16 (smoke: a toy size)."
+    )
     return case
 
 
@@ -242,7 +244,7 @@ def _lr_transfer(ctx: Context, kinds: list[str], tag: str) -> None:
     seq = ctx.pick(smoke=16, quick=32, full=32)
     batch = ctx.pick(smoke=4, quick=4, full=8)
     steps = ctx.pick(smoke=4, quick=30, full=200)
-    depths = ctx.pick(smoke=[1, 2], quick=[2, 8], full=[2, 4, 8])
+    depths = ctx.pick(smoke=[1, 2], quick=[2, 8], full=[2, 4, 8, 16])
     # every arm starts from the same grid and extends it by one octave at a time while seed 0's
     # best point sits at an end (full size), so each arm's optimum is interior (up to the limits)
     start_grid = ctx.pick(smoke=[-8, -6], quick=[-8, -6, -4], full=list(range(-10, -5)))
