@@ -92,7 +92,13 @@ def undeclared_imports(member: Path) -> dict[str, str]:
     for mod in sorted(imported_top_modules(member)):
         if mod == own or mod in sys.stdlib_module_names or mod == "__future__":
             continue
-        dists = {d.lower().replace("_", "-") for d in by_module.get(mod, [mod])}
+        if mod in by_module:
+            dists = {d.lower().replace("_", "-") for d in by_module[mod]}
+        else:
+            # Not installed (an extra left out of this sync): the distribution is named after the
+            # module, or, for a namespace package such as `optimum` (optimum-quanto), starts with it.
+            name = mod.lower().replace("_", "-")
+            dists = {name} | {d for d in declared if d.startswith(name + "-")}
         if not dists & declared:
             missing[mod] = ", ".join(sorted(dists))
     return missing
