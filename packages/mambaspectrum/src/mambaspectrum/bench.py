@@ -9,7 +9,8 @@ passkey prompts of 256 tokens and tested at up to 16x that, same four modes. ``s
 
 ``--full`` fits a shared two-core machine: the Mamba-2 LM at the issue's model size (hidden 128, 4
 layers, 4 heads x 64, state 32) trained 150 steps (issue: 1,500), but the Mamba-1 LM reduced (hidden 64, 2 layers, 150 steps),
-one seed, 4 SPSA iterations (issue: 30) on 4 windows at 1K and 4K, 4 evaluation windows; the
+one seed, the issue's calibration budget (30 SPSA iterations on 4 windows at 1K and 4K, 10 evaluation
+windows); the
 README lists what differs from the issue. The issue's own sizes for both families (3 seeds,
 30 SPSA iterations) run with ``MAMBASPECTRUM_FULL=issue neurips25 bench mambaspectrum --full``.
 """
@@ -180,11 +181,11 @@ def _length_extension(ctx: Context, family: str) -> None:
     from .scaler import Scaler, state_norms
 
     seeds = _pick(ctx, smoke=[0], quick=[0], full=[0], issue=[0, 1, 2])
-    # full: a forward of 4 x 4K costs ~1.4 s of CPU on either full model, so 4 SPSA iterations
-    # and 4 evaluation windows (issue: 30 and 10)
-    iters = _pick(ctx, smoke=2, quick=3, full=4, issue=30)
+    # full: the issue's calibration budget, 30 SPSA iterations x 4 windows and 10 evaluation
+    # windows (an iteration at 4K costs ~2.5 s of CPU on either full model: ~7 CPU-min a family)
+    iters = _pick(ctx, smoke=2, quick=3, full=30, issue=30)
     n_calib = _pick(ctx, smoke=2, quick=4, full=4, issue=4)
-    n_eval = _pick(ctx, smoke=2, quick=2, full=4, issue=10)
+    n_eval = _pick(ctx, smoke=2, quick=2, full=10, issue=10)
     modes = MODES
     table = {}  # (mode, calib_len) -> length -> [ppl per seed]
     scales_out, norms_out, train_meta = {}, {}, {}
