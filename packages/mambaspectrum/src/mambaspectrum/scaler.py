@@ -363,16 +363,18 @@ def _fast_mixer_forward(self, hidden_states, cache=None, attention_mask=None, **
         D=self.D.to(wide),
         z=gate,
         backend=self._mambaspectrum_backend,
+        compute_dtype=getattr(self, "_mambaspectrum_compute_dtype", torch.float64),
     )
     return self.out_proj(y.transpose(1, 2).to(dtype))
 
 
-def patch_fast_forward(model, backend: str = "chunked"):
+def patch_fast_forward(model, backend: str = "chunked", compute_dtype=torch.float64):
     """Route the full-sequence forward of every Mamba-1 mixer through this package's scan.
 
     HF's CPU path materialises ``(batch, d_inner, L, N)`` tensors and loops over tokens in
     Python; the patched forward uses :func:`selective_scan` (``backend``) instead. Forwards with
-    a cache or a padding mask keep HF's own code. Returns the model; ``unpatch_fast_forward``
+    a cache or a padding mask keep HF's own code. ``compute_dtype`` is the chunked scan's
+    (float64 by default; float32 trains ~2x faster). Returns the model; ``unpatch_fast_forward``
     undoes it.
     """
     kind, mixers = _mixers(model)
@@ -384,10 +386,15 @@ def patch_fast_forward(model, backend: str = "chunked"):
         raise ValueError(
             f"backend: expected 'auto', 'chunked', 'reference' or 'triton', got {backend!r}"
         )
+    if compute_dtype not in (torch.float32, torch.float64):
+        raise ValueError(
+            f"compute_dtype: expected torch.float32 or torch.float64, got {compute_dtype!r}"
+        )
     for m in mixers:
         if not hasattr(m, "_mambaspectrum_original_forward"):
             m._mambaspectrum_original_forward = m.forward
         m._mambaspectrum_backend = backend
+        m._mambaspectrum_compute_dtype = compute_dtype
         m.forward = types.MethodType(_fast_mixer_forward, m)
     return model
 
