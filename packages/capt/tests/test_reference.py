@@ -46,6 +46,9 @@ def test_capsule_slots_add_and_concat():
     cat = capsule_slots(p, s, alpha=0.5, fusion="concat")
     assert cat.shape == (3, 3, D)
     assert torch.equal(cat[2, :2], p) and torch.equal(cat[2, 2], 0.5 * s[2])
+    pre = capsule_slots(p, s, alpha=0.5, fusion="prepend")  # Finding II: [α s; p]
+    assert pre.shape == (3, 3, D)
+    assert torch.equal(pre[2, 0], 0.5 * s[2]) and torch.equal(pre[2, 1:], p)
     assert torch.equal(capsule_slots(p, None), p[None])
 
 
@@ -64,6 +67,7 @@ CASES = [
     ([0, 1, 2], 1, "add", "embedding"),
     ([1, 2], 2, "add", "embedding"),
     ([0, 2], 1, "concat", "embedding"),
+    ([0], 2, "prepend", "embedding"),
     ([0, 1, 2], 1, "add", "hidden"),
     ([2], 1, "add", "hidden"),
     ([0, 1], 3, "add", "none"),
@@ -90,7 +94,7 @@ def test_capsule_forward_matches_reference(
 
         return f
 
-    kk = k + (fusion == "concat")
+    kk = k + (fusion != "add")
     attn_ext = torch.cat([torch.ones(3, kk, dtype=torch.long), attn], 1)
     # Padded positions are compared too, but zeroed: their content is not part of the contract.
     errors = check_forward_backward(

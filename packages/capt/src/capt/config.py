@@ -23,7 +23,8 @@ class CapsuleConfig:
         layers: ``"all"`` or a list of layer indices (decoder layers; T5: encoder blocks) that get a capsule.
         instance_source: ``"embedding"`` (masked mean of the input embeddings), ``"hidden"``
             (of the layer-normed state entering each layer) or ``"none"`` (deep prompt tuning).
-        fusion: ``"add"`` (``p + α s``) or ``"concat"`` (``[p; α s]``, one more slot).
+        fusion: ``"add"`` (``p + α s``), ``"concat"`` (``[p; α s]``, one more slot) or
+            ``"prepend"`` (``[α s; p]``: Finding II's instance token in front of prompt slots).
         alpha: α, finite.
         capsule_length: k >= 1 slots per layer.
         deep: False writes the capsule once, before layer 0 (``layers`` must then be ``"all"``
@@ -68,9 +69,9 @@ class CapsuleConfig:
             )
         if self.fusion not in FUSIONS:
             raise ValueError(f"fusion: expected one of {FUSIONS}, got {self.fusion!r}")
-        if self.fusion == "concat" and self.instance_source == "none":
+        if self.fusion != "add" and self.instance_source == "none":
             raise ValueError(
-                "fusion: 'concat' needs an instance source, not instance_source='none'"
+                f"fusion: {self.fusion!r} needs an instance source, not instance_source='none'"
             )
         self.alpha = check_alpha(self.alpha)
         if isinstance(self.capsule_length, bool) or not isinstance(self.capsule_length, int):

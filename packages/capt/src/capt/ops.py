@@ -25,7 +25,7 @@ __all__ = [
 ]
 
 BACKENDS = ("torch", "reference")
-FUSIONS = ("add", "concat")
+FUSIONS = ("add", "concat", "prepend")
 INSTANCE_SOURCES = ("embedding", "hidden", "none")
 
 
@@ -104,14 +104,18 @@ def capsule_slots(
     alpha: float = 1.0,
     fusion: str = "add",
 ) -> torch.Tensor:
-    """The capsule slots of one layer: ``p^{(j)} + α s`` (``"add"``) or ``[p; α s]`` (``"concat"``).
+    """One layer's slots: ``p^{(j)} + α s`` (``"add"``), ``[p; α s]`` (``"concat"``) or ``[α s; p]``.
+
+    ``"prepend"`` is Finding II's layout: one training-free instance token in front of (trained)
+    prompt-tuning slots that do not receive ``s`` themselves.
 
     Args:
         prompts: ``[k, d]`` the task-aware ``p_ℓ``.
         semantics: ``[B, d]`` instance semantics ``s``, or ``None`` (deep prompt tuning: the slots
             are the prompts, returned with a broadcastable batch dimension of 1).
         alpha: α, finite.
-        fusion: ``"add"`` (k slots) or ``"concat"`` (k + 1 slots, ``α s`` last).
+        fusion: ``"add"`` (k slots), ``"concat"`` (k + 1 slots, ``α s`` last) or ``"prepend"``
+            (k + 1 slots, ``α s`` first).
 
     Returns:
         ``[B, k', d]`` in the promoted dtype of ``prompts`` and ``semantics``.
@@ -133,7 +137,8 @@ def capsule_slots(
     p, s = prompts.to(dtype), alpha * semantics.to(dtype)
     if fusion == "add":
         return p[None] + s[:, None]
-    return torch.cat([p[None].expand(s.shape[0], -1, -1), s[:, None]], 1)
+    parts = [p[None].expand(s.shape[0], -1, -1), s[:, None]]
+    return torch.cat(parts if fusion == "concat" else parts[::-1], 1)
 
 
 def write_slots(hidden: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
@@ -199,7 +204,7 @@ def capsule_forward(
         prompts: ``[len(layer_ids), k, d]`` trainable ``p_ℓ``, k >= 1.
         layer_ids: sorted unique indices into ``layers``.
         alpha: α, finite.
-        fusion: ``"add"`` or ``"concat"``.
+        fusion: ``"add"``, ``"concat"`` or ``"prepend"``.
         instance_source: ``"embedding"``, ``"hidden"`` or ``"none"``.
         norms: one callable per layer, required for ``instance_source="hidden"``.
         backend: ``"torch"`` (batched) or ``"reference"`` (float64 loop, returned in float64).
@@ -215,9 +220,9 @@ def capsule_forward(
         )
     if fusion not in FUSIONS:
         raise ValueError(f"fusion: expected one of {FUSIONS}, got {fusion!r}")
-    if fusion == "concat" and instance_source == "none":
+    if fusion != "add" and instance_source == "none":
         raise ValueError(
-            "fusion: 'concat' needs an instance source (instance_source='none' gives no s)"
+            f"fusion: {fusion!r} needs an instance source (instance_source='none' gives no s)"
         )
     alpha = check_alpha(alpha)
     _float_tensor("embeds", embeds, 3)

@@ -29,12 +29,14 @@ def instance_semantics_reference(embeds: torch.Tensor, mask: torch.Tensor) -> to
 
 
 def _slots(p: torch.Tensor, s: torch.Tensor | None, alpha: float, fusion: str) -> torch.Tensor:
-    """One example's capsule slots ``[k', d]`` for one layer: ``p + α s`` or ``[p; α s]``."""
+    """One example's capsule slots ``[k', d]`` for one layer: ``p + α s``, ``[p; α s]``, ``[α s; p]``."""
     if s is None:
         return p.double()
     if fusion == "add":
         return torch.stack([p[j].double() + alpha * s for j in range(p.shape[0])])
-    return torch.cat([p.double(), (alpha * s)[None]])
+    if fusion == "concat":
+        return torch.cat([p.double(), (alpha * s)[None]])
+    return torch.cat([(alpha * s)[None], p.double()])  # "prepend" (Finding II)
 
 
 def _semantics(h_src, src, layer, instance_source, norms) -> torch.Tensor | None:
@@ -75,7 +77,7 @@ def capsule_forward_reference(
         prompts: ``[len(layer_ids), k, d]`` the trainable ``p_ℓ``.
         layer_ids: sorted selected layer indices.
         alpha: α.
-        fusion: ``"add"`` or ``"concat"``.
+        fusion: ``"add"``, ``"concat"`` or ``"prepend"``.
         instance_source: ``"embedding"``, ``"hidden"`` (masked mean of ``norms[ℓ](h_ℓ)`` over the
             source positions) or ``"none"`` (deep prompt tuning).
         norms: per-layer norms, needed for ``instance_source="hidden"``.
