@@ -67,5 +67,5 @@ def test_bad_input_names_the_argument(tiny_llama):
         attn_implementation="sdpa",
     )
     sdpa = get_peft_model(LlamaForCausalLM(config), CapsuleConfig())
-    with pytest.raises(ValueError, match="model: .*eager"):
+    with pytest.raises(ValueError, match=r"model: .*eager"):
         prompt_attention(sdpa, {"input_ids": torch.tensor([[3, 4]])}, 1)
