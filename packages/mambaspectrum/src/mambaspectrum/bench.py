@@ -404,8 +404,9 @@ def _mambapy_available() -> bool:
 
 @SUITE.case("scan_speed", kind="speed")
 def scan_speed(ctx: Context) -> None:
-    """Tokens/s and peak live tensor memory of HF's slow-path scan, mambapy's pscan and the
-    chunked scan (mamba-130m layer: d_inner 1536, N 16, one sequence)."""
+    """Tokens/s and peak live tensor memory of HF's slow-path scan, mambapy's pscan, the chunked
+    scan (float64 and float32 arithmetic) and the float64 reference loop (mamba-130m layer:
+    d_inner 1536, N 16, one sequence)."""
     from transformers.models.mamba.modeling_mamba import mamba_selective_scan
 
     from neurips25_core.bench import peak_live_bytes
@@ -433,6 +434,12 @@ def scan_speed(ctx: Context) -> None:
         fns = {
             "hf_slow": lambda args=args: mamba_selective_scan(*args),
             "chunked": lambda args=args: selective_scan(*args, backend="chunked"),
+            # the same scan in float32 arithmetic (HF's precision), what a user after speed runs
+            "chunked_fp32": lambda args=args: selective_scan(
+                *args, backend="chunked", compute_dtype=torch.float32
+            ),
+            # the float64 token loop, the spec in code
+            "reference": lambda args=args: selective_scan(*args, backend="reference").float(),
         }
         if peer:
             fns["mambapy"] = lambda args=args: mamba_selective_scan(*args, use_mambapy=True)
