@@ -98,9 +98,16 @@ class BudgetedPBCS:
                 f"rollouts must be >= 2 for the leave-one-out baseline, got {self.rollouts}"
             )
 
-    def fit(self, generator: torch.Generator) -> Policy:
-        """Run ``outer_steps`` policy steps; returns the policy (its parameter updated in place)."""
+    def fit(
+        self,
+        generator: torch.Generator,
+        callback: Callable[[int, Policy], None] | None = None,
+    ) -> Policy:
+        """Run ``outer_steps`` policy steps; returns the policy (its parameter updated in place).
+        ``callback(step, policy)``, if given, is called after each policy step."""
         check_generator(generator)
+        if callback is not None and not callable(callback):
+            raise TypeError(f"callback must be callable, got {type(callback).__name__}")
         opt = PolicyOptimizer(self.policy, self.lr, self.clip_norm, self.outer_steps)
         for step in range(self.outer_steps):
             samples = self.policy.sample(self.rollouts, generator)
@@ -122,6 +129,8 @@ class BudgetedPBCS:
                     "grad_norm": norm,
                 }
             )
+            if callback is not None:
+                callback(step, self.policy)
         return self.policy
 
 

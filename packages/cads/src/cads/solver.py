@@ -109,8 +109,16 @@ class CADS:
             [pools[int(i)][torch.randint(pools[int(i)].numel(), (1,), generator=gen)] for i in g]
         )
 
-    def fit(self, generator: torch.Generator) -> Selection:
+    def fit(
+        self,
+        generator: torch.Generator,
+        callback: Callable[[int, BernoulliPolicy | TruncatedGaussianPolicy], None] | None = None,
+    ) -> Selection:
+        """Run ``config.outer_steps`` outer iterations; ``callback(step, policy)``, if given, is
+        called after each policy step (the speed benchmark deploys the selection there)."""
         check_generator(generator)
+        if callback is not None and not callable(callback):
+            raise TypeError(f"callback must be callable, got {type(callback).__name__}")
         cfg = self.config
         probe = Budget(cfg.probe_steps, cfg.budget.batch_size)
         ticks = _checkpoints(cfg.probe_steps)
@@ -154,6 +162,8 @@ class CADS:
                         "grad_norm": norm,
                     }
                 )
+                if callback is not None:
+                    callback(step, self.policy)
                 continue
             with torch.enable_grad():
                 theta.train()
@@ -182,6 +192,8 @@ class CADS:
                     "grad_norm": norm,
                 }
             )
+            if callback is not None:
+                callback(step, self.policy)
         if cfg.granularity == "source":
             return Selection(self.policy.mu.clone(), None, self.policy.mu.clone(), history)
         return Selection(self.policy.s.clone(), self.policy.s >= 0.5, None, history)
