@@ -3,11 +3,13 @@
 Every case runs in every mode (smoke / quick / full) and sizes itself with ``ctx.pick``; the
 workspace tests run each case in smoke mode on an empty checkpoint cache.
 
-Built so far: ``projection_speed`` only (the quality reproduction and the QCS-vs-LESS speed case
-are not built yet).
+Cases: ``quality`` (the reduced reproduction, :mod:`qcs.experiment`), ``projection_speed``.
 """
 
 from __future__ import annotations
+
+import json
+from collections import defaultdict
 
 from neurips25_core.bench import Context, Suite, compare, single_thread
 
@@ -52,3 +54,222 @@ def projection_speed(ctx: Context) -> None:
             max_time=ctx.pick(smoke=2.0, quick=15.0, full=120.0),
         )
     result.record(ctx, n=n, T=T, max_abs_diff=float(f"{err:.3g}"))
+
+
+# ----------------------------------------------------------------------------- quality
+
+
+def _quality_sizes() -> dict:
+    from .experiment import ARMS, QualitySize
+
+    return {
+        # 50 pairs, a 1-layer toy Llama, 2 outer iterations: every arm end to end in seconds
+        "smoke": dict(
+            llama=dict(hidden_size=32, num_layers=1, num_heads=2),
+            pretrain=dict(steps=30, batch_size=4, seq_len=64),
+            size=QualitySize(
+                n_pool=50,
+                n_val=8,
+                n_test=16,
+                budgets=(0.1,),
+                arms=ARMS,
+                seeds=(0,),
+                cheap_seeds=(0,),
+                outer_steps=2,
+                rollouts=4,
+                rollout_steps=2,
+                final_steps=4,
+                batch_size=4,
+                less_epochs=1,
+                rho1_steps=4,
+                max_new_bytes=8,
+            ),
+        ),
+        # the issue's --quick: 5 %, random / DSIR / QCS, 10 outer iterations, one seed; sized to
+        # ~45 s CPU on an empty cache (pretraining ~17 s of it): 5-step rollouts of batch 8
+        "quick": dict(
+            llama=dict(hidden_size=96, num_layers=4, num_heads=4),
+            pretrain=dict(steps=100),
+            size=QualitySize(
+                n_pool=1000,
+                n_val=32,
+                n_test=200,
+                budgets=(0.05,),
+                arms=("random", "dsir", "qcs"),
+                seeds=(0,),
+                cheap_seeds=(0,),
+                outer_steps=10,
+                rollouts=4,
+                rollout_steps=5,
+                final_steps=40,
+                batch_size=8,
+                less_epochs=4,
+                rho1_steps=50,
+            ),
+        ),
+        # the documented reproduction: the issue's scaled setting (100 outer x K=4 x 10 steps);
+        # batch 8 keeps it near an hour of one core (estimate in the README)
+        "full": dict(
+            llama=dict(hidden_size=96, num_layers=4, num_heads=4),
+            pretrain=dict(steps=600),
+            size=QualitySize(
+                n_pool=1000,
+                n_val=32,
+                n_test=1000,
+                budgets=(0.05, 0.10),
+                arms=ARMS,
+                seeds=(0, 1, 2),
+                cheap_seeds=(0, 1, 2, 3, 4),
+                outer_steps=100,
+                rollouts=4,
+                rollout_steps=10,
+                final_steps=100,
+                batch_size=8,
+                less_epochs=4,
+                rho1_steps=50,
+            ),
+        ),
+    }
+
+
+@SUITE.case("quality", kind="quality")
+def quality(ctx: Context) -> None:
+    """Reduced reproduction: every arm selects from the same noisy pool, same final LoRA tune.
+
+    Exact match on held-out addition + sorting (mean, 95 % t-interval over seeds); the headline
+    baseline per budget is the strongest of random / perplexity / IFD / DSIR by validation loss;
+    QCS's gap to it and to LESS with a paired-bootstrap interval over test examples.
+    """
+    import torch
+
+    from neurips25_core.bench import plot_bars
+    from neurips25_core.models import pretrained_tiny_llama, tiny_llama_config
+    from neurips25_core.progress import progress_bar
+
+    from .experiment import SIMPLE_ARMS, QualityExperiment, mean_ci, paired_bootstrap_diff
+    from .peers import dsir_available
+
+    spec = _quality_sizes()[ctx.mode]
+    size = spec["size"]
+    arms = list(size.arms)
+    if "dsir" in arms and not dsir_available():
+        arms.remove("dsir")
+        ctx.log(
+            "qcs/quality: DSIR arm skipped: data-selection (qcs's peers extra) is not installed "
+            "(uv sync --all-packages --extra peers)"
+        )
+    with single_thread():
+        base = pretrained_tiny_llama(
+            config=tiny_llama_config(**spec["llama"]), progress=not ctx.smoke, **spec["pretrain"]
+        )
+        exp = QualityExperiment(base, size)
+        runs = [
+            (arm, frac, seed)
+            for frac in size.budgets
+            for arm in arms
+            if not (arm == "full" and frac != size.budgets[0])  # full data: once
+            for seed in size.seeds_for(arm)
+        ]
+        out: dict = defaultdict(list)
+        for arm, frac, seed in progress_bar(runs, desc="qcs quality", enabled=not ctx.smoke):
+            out[(arm, "all" if arm == "full" else frac)].append(exp.run_arm(arm, frac, seed))
+
+    details = []
+    for frac in size.budgets:
+        m = size.budget_count(frac)
+        simple = [a for a in SIMPLE_ARMS if (a, frac) in out]
+        best = min(simple, key=lambda a: mean_ci(r.val_loss for r in out[(a, frac)])[0])
+        best_em = mean_ci(r.exact_match for r in out[(best, frac)])[0]
+        for arm in arms:
+            if arm == "full" and frac != size.budgets[0]:
+                continue  # one full-data run, recorded once
+            key = (arm, "all" if arm == "full" else frac)
+            rs = out[key]
+            em, em_ci = mean_ci(r.exact_match for r in rs)
+            loss, loss_ci = mean_ci(r.test_loss for r in rs)
+            common = dict(budget=frac if arm != "full" else "all", arm=arm, seeds=len(rs))
+            ctx.record(
+                "exact_match",
+                em,
+                "frac",
+                baseline=best,
+                baseline_value=best_em,
+                lower_is_better=False,
+                **common,
+                **({} if em_ci is None else {"ci95": round(em_ci, 4)}),
+            )
+            ctx.record(
+                "test_loss",
+                loss,
+                "nats/byte",
+                **common,
+                **({} if loss_ci is None else {"ci95": round(loss_ci, 4)}),
+            )
+            ctx.record("val_loss", mean_ci(r.val_loss for r in rs)[0], "nats/byte", **common)
+            ctx.record("wrong_kept", mean_ci(r.wrong_share for r in rs)[0], "frac", **common)
+            ctx.record("filler_kept", mean_ci(r.filler_share for r in rs)[0], "frac", **common)
+            ctx.record("selection_cpu", mean_ci(r.selection_seconds for r in rs)[0], "s", **common)
+            for r in rs:
+                details.append(
+                    dict(
+                        arm=arm,
+                        budget=common["budget"],
+                        m=m if arm != "full" else exp.n,
+                        seed=r.seed,
+                        exact_match=r.exact_match,
+                        test_loss=r.test_loss,
+                        val_loss=r.val_loss,
+                        wrong_kept=r.wrong_share,
+                        filler_kept=r.filler_share,
+                        selection_cpu_s=r.selection_seconds,
+                        **{k: v for k, v in r.extra.items() if k != "s"},
+                    )
+                )
+        # QCS's gaps: paired over the seeds both arms ran, test examples resampled jointly
+        for arm in ("qcs", "qcs_seq"):
+            if (arm, frac) not in out:
+                continue
+            for other in dict.fromkeys((best, "less", "qcs_seq")):
+                if other == arm or (other, frac) not in out:
+                    continue
+                mine = {r.seed: r for r in out[(arm, frac)]}
+                theirs = {r.seed: r for r in out[(other, frac)]}
+                seeds = sorted(set(mine) & set(theirs))
+                a = torch.stack([mine[s].test_correct.float() for s in seeds])
+                b = torch.stack([theirs[s].test_correct.float() for s in seeds])
+                diff, lo, hi = paired_bootstrap_diff(a, b)
+                ctx.record(
+                    f"em_gap_vs_{other}",
+                    diff,
+                    "frac",
+                    lower_is_better=False,
+                    budget=frac,
+                    arm=arm,
+                    seeds=len(seeds),
+                    ci_low=round(lo, 4),
+                    ci_high=round(hi, 4),
+                )
+            # how far s moved from its start m/n: the histogram the issue asks for
+            s = out[(arm, frac)][0].extra["s"]
+            counts = torch.histc(s.float(), bins=10, min=0.0, max=1.0).tolist()
+            ctx.record(
+                "s_max_move", float((s - m / exp.n).abs().max()), "prob", budget=frac, arm=arm
+            )
+            details.append(dict(arm=arm, budget=frac, s_histogram_0_to_1=counts))
+            if not ctx.smoke:
+                plot_bars(
+                    [f"{i / 10:.1f}" for i in range(10)],
+                    {f"{arm} (seed {out[(arm, frac)][0].seed})": counts},
+                    ctx.path(f"s_hist_{arm}_{frac}.png"),
+                    ylabel="sequences",
+                    title=f"s after selection, budget {frac:.0%} (start {m / exp.n:.3f})",
+                    logy=True,
+                )
+    ctx.path("quality_runs.json").write_text(json.dumps(details, indent=1, default=float))
+    if not ctx.smoke:
+        labels = [a for a in arms if a != "full"]
+        series = {
+            f"{frac:.0%}": [mean_ci(r.exact_match for r in out[(a, frac)])[0] for a in labels]
+            for frac in size.budgets
+        }
+        plot_bars(labels, series, ctx.path("exact_match.png"), ylabel="test exact match")
