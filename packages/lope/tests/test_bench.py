@@ -13,9 +13,25 @@ from lope.bench import SUITE
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu.py"
 
 
-def test_suite_is_named_after_the_package_and_has_the_speed_case():
+def test_suite_is_named_after_the_package_and_has_its_cases():
     assert SUITE.name == "lope"
-    assert "expert_mix_speed" in {case.name for case in SUITE.cases}
+    assert {"quality", "expert_mix_speed"} <= {case.name for case in SUITE.cases}
+
+
+def test_quality_sizes_follow_the_issue():
+    from lope.bench import QUALITY_SIZES
+    from lope.experiment import ARMS
+
+    quick, full = QUALITY_SIZES["quick"], QUALITY_SIZES["full"]
+    assert quick["llama"]["hidden_size"] == 64 and quick["noise"] == (0.1,)
+    assert quick["steps_per_stage"] == 150 and quick["seeds"] == (0,)
+    assert {"lora_r4", "hydralora", "lope"} <= set(quick["arms"])
+    assert full["llama"] == dict(hidden_size=96, num_layers=4, num_heads=4, intermediate_size=256)
+    assert (full["n_train"], full["n_test"]) == (4000, 1000)
+    assert full["noise"] == (0.05, 0.1, 0.2, 0.3) and len(full["seeds"]) == 3
+    assert full["epochs"] == 2 and full["lrs"] == (5e-4, 2e-3) and set(full["arms"]) == set(ARMS)
+    smoke = QUALITY_SIZES["smoke"]
+    assert smoke["llama"]["num_layers"] == 1 and smoke["n_train"] == 200
 
 
 @pytest.mark.slow  # ~20 s of CPU: a transformers import, the interpreter, a toy Llama step

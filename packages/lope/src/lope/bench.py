@@ -1,14 +1,19 @@
 """The lope benchmark suite (``neurips25 bench lope``).
 
 Every case runs in every mode (smoke / quick / full) and sizes itself with ``ctx.pick``; the
-workspace tests run each case in smoke mode on an empty checkpoint cache. So far one speed case:
-the single-GEMM ``expert_mix`` against the per-expert loop (HydraLoRA's form). The quality case
-(the reduced reproduction) and the layer-overhead case are not built yet.
+workspace tests run each case in smoke mode on an empty checkpoint cache. Cases:
+
+- ``quality`` (the reduced reproduction, spec §5): every arm of ``lope.experiment`` on a byte
+  Llama fine-tuned on synthetic instructions with a fraction of corrupted training examples;
+- ``expert_mix_speed``: the single-GEMM ``expert_mix`` against the per-expert loop (HydraLoRA's
+  form).
 """
 
 from __future__ import annotations
 
-from neurips25_core.bench import Context, Suite, compare, single_thread
+import math
+
+from neurips25_core.bench import Context, Suite, compare, plot_lines, single_thread
 
 SUITE = Suite(
     name="lope",
@@ -54,3 +59,223 @@ def expert_mix_speed(ctx: Context) -> None:
                 min_time=ctx.pick(smoke=0.01, quick=0.2, full=1.0),
             )
     result.record(ctx, T=T, out=out_features, r=rank, N=experts)
+
+
+#: Per mode: the base Llama, the data, the noise rates, seeds, arms and training length.
+QUALITY_SIZES = {
+    "smoke": dict(
+        llama=dict(hidden_size=32, num_layers=1, num_heads=2),
+        pretrain_steps=30,
+        n_train=200,
+        n_test=60,
+        n_val=60,
+        noise=(0.1,),
+        seeds=(0,),
+        arms=(
+            "lora_r2",
+            "lora_r4",
+            "lora_r8",
+            "hydralora",
+            "hydralora_hynoise",
+            "lora_neftune",
+            "lope",
+            "lope_unmasked",
+            "lope_k0",
+            "lope_equal_steps",
+        ),
+        epochs=2,
+        steps_per_stage=6,
+        lrs=(5e-4, 2e-3),
+    ),
+    "quick": dict(
+        llama=dict(hidden_size=64, num_layers=4, num_heads=4, intermediate_size=192),
+        pretrain_steps=200,
+        n_train=4000,
+        n_test=1000,
+        n_val=0,
+        noise=(0.1,),
+        seeds=(0,),
+        arms=("lora_r4", "hydralora", "lope", "lope_unmasked", "lope_k0"),
+        epochs=2,
+        steps_per_stage=150,
+        lrs=(2e-3,),
+    ),
+    "full": dict(
+        llama=dict(hidden_size=96, num_layers=4, num_heads=4, intermediate_size=256),
+        pretrain_steps=600,
+        n_train=4000,
+        n_test=1000,
+        n_val=300,
+        noise=(0.05, 0.1, 0.2, 0.3),
+        seeds=(0, 1, 2),
+        arms=(
+            "lora_r2",
+            "lora_r4",
+            "lora_r8",
+            "hydralora",
+            "hydralora_hynoise",
+            "lora_neftune",
+            "lope",
+            "lope_unmasked",
+            "lope_k0",
+            "lope_equal_steps",
+        ),
+        epochs=2,
+        steps_per_stage=None,
+        lrs=(5e-4, 2e-3),
+    ),
+}
+
+LABELS = {
+    "lora_r2": "LoRA r=2",
+    "lora_r4": "LoRA r=4",
+    "lora_r8": "LoRA r=8",
+    "hydralora": "HydraLoRA",
+    "hydralora_hynoise": "HydraLoRA+HyNoIse",
+    "lora_neftune": "LoRA+NEFTune",
+    "lope": "LoPE",
+    "lope_unmasked": "LoPE unmasked",
+    "lope_k0": "LoPE K=0",
+    "lope_equal_steps": "LoPE equal steps",
+}
+
+
+@SUITE.case("quality", kind="quality")
+def quality(ctx: Context) -> None:
+    """Clean exact match after fine-tuning on noisy instructions: LoPE vs HydraLoRA vs LoRA (baseline).
+
+    A byte Llama pretrained on the stdlib corpus (cached) is fine-tuned with r = 4 adapters on
+    gate/up/down on synthetic instructions (six families) of which a fraction was corrupted
+    (NCI/WOS/CD, input and target); every arm of ``lope.experiment.ARMS`` the mode lists runs on
+    the same data. The learning rate is picked on LoRA r = 4 at 10 % noise on a clean validation
+    set (``lrs``; one value: not swept) and used by every arm. Seeds: mean ± 95 % CI (Student t).
+    The baseline of every headline is LoRA r = 4.
+    """
+
+    from neurips25_core.models import pretrained_tiny_llama, tiny_llama_config
+
+    from .experiment import ArmData, run_arms
+    from .noise import HyNoise
+    from .tasks import corrupt_examples, evaluate, make_instructions
+
+    size = QUALITY_SIZES[ctx.mode]
+    progress = not ctx.smoke
+    with single_thread():
+        base = pretrained_tiny_llama(
+            config=tiny_llama_config(**size["llama"]),
+            steps=size["pretrain_steps"],
+            **({"batch_size": 4, "seq_len": 64} if ctx.smoke else {}),
+            progress=progress,
+        )
+        clean_train = make_instructions(size["n_train"], seed=0)
+        test = make_instructions(size["n_test"], seed=1)
+        base_scores = evaluate(base, test)
+
+        def arm_data(rate: float, seed: int) -> ArmData:
+            train, flags = corrupt_examples(clean_train, rate, seed=seed)
+            noise = HyNoise(seed=seed)
+            hynoise = [(f, noise.corrupt(i), noise.corrupt(r)) for f, i, r in train]
+            return ArmData(train=train, flags=flags, hynoise_train=hynoise, test=test)
+
+        common = dict(epochs=size["epochs"], steps_per_stage=size["steps_per_stage"])
+        lr = size["lrs"][0]
+        sweep = {}
+        if len(size["lrs"]) > 1:
+            val = make_instructions(size["n_val"], seed=2)
+            data = arm_data(0.1, 0)
+            for candidate in size["lrs"]:
+                data.test = val
+                got = run_arms(base, data, ["lora_r4"], lr=candidate, seed=0, **common)
+                sweep[candidate] = got["lora_r4"]
+            lr = max(sweep, key=lambda c: (sweep[c]["exact_match"], -sweep[c]["response_loss"]))
+            for candidate, got in sweep.items():
+                ctx.record(
+                    "val_exact_match",
+                    got["exact_match"],
+                    "%",
+                    lower_is_better=False,
+                    arm="LoRA r=4",
+                    lr=candidate,
+                    noise=0.1,
+                    picked=candidate == lr,
+                )
+        runs: dict[tuple[str, float], list[dict]] = {}
+        for rate in size["noise"]:
+            for seed in size["seeds"]:
+                ctx.log(f"lope quality: noise {rate:.0%}, seed {seed}, lr {lr:g}")
+                got = run_arms(
+                    base,
+                    arm_data(rate, seed),
+                    size["arms"],
+                    lr=lr,
+                    seed=seed,
+                    progress=progress,
+                    **common,
+                )
+                for arm, metrics in got.items():
+                    runs.setdefault((arm, rate), []).append(metrics)
+    _record_quality(ctx, runs, size, lr, base_scores)
+
+
+def _record_quality(ctx: Context, runs: dict, size: dict, lr: float, base_scores: dict) -> None:
+    from .experiment import mean_ci95
+
+    ctx.record(
+        "exact_match",
+        base_scores["exact_match"],
+        "%",
+        lower_is_better=False,
+        arm="base model (no fine-tuning)",
+        noise=0.0,
+    )
+    series: dict[str, list[float]] = {}
+    errors: dict[str, list[float]] = {}
+    for rate in size["noise"]:
+        baseline = runs.get(("lora_r4", rate))
+        base_em = mean_ci95([m["exact_match"] for m in baseline])[0] if baseline else None
+        for arm in size["arms"]:
+            metrics = runs.get((arm, rate))
+            if not metrics:
+                continue
+            label = LABELS[arm]
+            params = dict(
+                arm=label, noise=rate, lr=lr, seeds=len(metrics), steps=metrics[0]["steps"]
+            )
+            if "impl" in metrics[0]:
+                params["impl"] = metrics[0]["impl"]
+            em, em_ci = mean_ci95([m["exact_match"] for m in metrics])
+            ctx.record(
+                "exact_match",
+                em,
+                "%",
+                baseline=None if arm == "lora_r4" else "LoRA r=4",
+                baseline_value=None if arm == "lora_r4" else base_em,
+                lower_is_better=False,
+                ci95=em_ci,
+                **params,
+            )
+            loss, loss_ci = mean_ci95([m["response_loss"] for m in metrics])
+            ctx.record("response_loss", loss, "nats/byte", ci95=loss_ci, **params)
+            for key, unit in (
+                ("delta_A_stage1", "Frobenius"),
+                ("delta_A_stage2", "Frobenius"),
+                ("router_mass_clean", "fraction"),
+                ("router_mass_noisy", "fraction"),
+                ("train_seconds", "s CPU"),
+            ):
+                values = [m[key] for m in metrics if key in m and math.isfinite(m[key])]
+                if values:
+                    mean, ci = mean_ci95(values)
+                    ctx.record(key, mean, unit, ci95=ci, **params)
+            series.setdefault(label, []).append(em)
+            errors.setdefault(label, []).append(em_ci)
+    if len(size["noise"]) > 1:
+        plot_lines(
+            [100 * r for r in size["noise"]],
+            series,
+            ctx.path("quality_exact_match.png"),
+            xlabel="corrupted training examples (%)",
+            ylabel="clean exact match (%)",
+            title="lope quality: mean ± 95 % CI over seeds",
+            errors=errors,
+        )
