@@ -119,19 +119,50 @@ def test_delta_reparametrisation_equals_dt_times_s_float64():
     assert_close(got, expected, rtol=1e-10)
 
 
-def test_reference_and_chunked_scan_match_hf_slow_path():
+def _count_scans(monkeypatch):
+    import mambaspectrum.scaler as scaler_module
+
+    calls = []
+    real = scaler_module.selective_scan
+
+    def counting(*args, **kwargs):
+        calls.append(kwargs.get("backend", "auto"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(scaler_module, "selective_scan", counting)
+    return calls
+
+
+def test_reference_and_chunked_scan_match_hf_slow_path(monkeypatch):
+    calls = _count_scans(monkeypatch)
     model = tiny_mamba(torch.float64)
     with torch.no_grad():
-        hf = model(IDS).logits
+        hf = model(IDS, use_cache=False).logits
+        assert calls == []
         patch_fast_forward(model, backend="reference")
-        ref = model(IDS).logits
+        ref = model(IDS, use_cache=False).logits
         patch_fast_forward(model, backend="chunked")
-        chunked = model(IDS).logits
+        chunked = model(IDS, use_cache=False).logits
         unpatch_fast_forward(model)
-        again = model(IDS).logits
+        again = model(IDS, use_cache=False).logits
+    # the patched forwards really ran this package's scans (3 layers each), not HF's path
+    assert calls == ["reference"] * 3 + ["chunked"] * 3
     assert_close(ref, hf, rtol=1e-10)
     assert_close(chunked, hf, rtol=1e-10)
     assert torch.equal(again, hf)
+
+
+def test_evaluation_and_calibration_run_through_the_patched_scan(monkeypatch):
+    # an eval-mode forward builds a cache unless use_cache=False, and a forward with a cache
+    # keeps HF's slow path: sequence_nll, state_norms and passkey must ask for no cache
+    from mambaspectrum.calibrate import sequence_nll
+
+    calls = _count_scans(monkeypatch)
+    model = patch_fast_forward(tiny_mamba())
+    sequence_nll(model, IDS)
+    assert calls == ["chunked"] * 3
+    state_norms(model, IDS, [5, 21])
+    assert len(calls) >= 6
 
 
 def test_patched_forward_trains_with_gradients():

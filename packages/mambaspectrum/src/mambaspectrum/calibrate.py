@@ -34,7 +34,9 @@ def sequence_nll(model, ids: torch.Tensor, process_group=None) -> float:
         rows = ids[rank::world]
     total = torch.zeros(2, dtype=torch.float64)
     if rows.shape[0]:
-        logits = model(rows[:, :-1]).logits.float()
+        # use_cache=False: in eval mode transformers builds a cache for a plain forward, which
+        # sends Mamba-1 through its slow path instead of the patched chunked scan
+        logits = model(rows[:, :-1], use_cache=False).logits.float()
         total[0] = F.cross_entropy(
             logits.reshape(-1, logits.shape[-1]), rows[:, 1:].reshape(-1), reduction="sum"
         ).double()

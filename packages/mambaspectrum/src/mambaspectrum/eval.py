@@ -129,7 +129,9 @@ def passkey(
     for length in lengths:
         for depth in depths:
             ids, k = passkey_batch(filler_ids, length, depth, n, g, digits, encode)
-            logits = model(ids[:, :-1]).logits[:, -k:]
+            # transformers models: no cache, so a patched Mamba-1 runs its chunked scan
+            extra = {"use_cache": False} if hasattr(model, "config") else {}
+            logits = model(ids[:, :-1], **extra).logits[:, -k:]
             hit = (logits.argmax(-1) == ids[:, -k:]).all(dim=1)
             out[(length, depth)] = float(hit.float().mean())
     return out

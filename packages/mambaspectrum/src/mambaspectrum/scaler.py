@@ -373,7 +373,9 @@ def patch_fast_forward(model, backend: str = "chunked", compute_dtype=torch.floa
 
     HF's CPU path materialises ``(batch, d_inner, L, N)`` tensors and loops over tokens in
     Python; the patched forward uses :func:`selective_scan` (``backend``) instead. Forwards with
-    a cache or a padding mask keep HF's own code. ``compute_dtype`` is the chunked scan's
+    a cache or a padding mask keep HF's own code; in eval mode transformers builds a cache for a
+    plain ``model(ids)`` call, so call ``model(ids, use_cache=False)`` for the fast path (this
+    package's evaluation and calibration do). ``compute_dtype`` is the chunked scan's
     (float64 by default; float32 trains ~2x faster). Returns the model; ``unpatch_fast_forward``
     undoes it.
     """
@@ -438,7 +440,7 @@ def state_norms(model, input_ids: torch.Tensor, lengths) -> dict[str, list[list[
         for i, m in enumerate(mixers)
     ]
     try:
-        model(input_ids[:, : max(lengths)])
+        model(input_ids[:, : max(lengths)], use_cache=False)
     finally:
         for h in handles:
             h.remove()
