@@ -59,7 +59,7 @@ def digits_quality(ctx: Context) -> None:
         ),
         full=dict(pool=1200, val=150, test=447, budgets=[25, 100, 400, 1600], seeds=5, arms=ARMS),
     )
-    outer = ctx.pick(smoke=2, quick=40, full=60)
+    outer = ctx.pick(smoke=2, quick=30, full=60)
     pbcs_outer = ctx.pick(smoke=2, quick=40, full=40)
     score_steps = ctx.pick(smoke=10, quick=400, full=400)
     arms = list(size["arms"])
@@ -148,6 +148,91 @@ def digits_quality(ctx: Context) -> None:
         title="noisy digits: arm vs budget (mean, 95% t-interval)",
         logx=True,
         errors=errors,
+    )
+
+
+@SUITE.case("language_quality", kind="quality")
+def language_quality(ctx: Context) -> None:
+    """Test bits per byte on a held-out stdlib family: CADS-S vs uniform, size-proportional and
+    the best single source."""
+    import json
+
+    from neurips25_core.progress import progress_bar
+
+    from .experiment import mean_ci
+    from .language import (
+        LANGUAGE_ARMS,
+        byte_llama_factory,
+        deploy_language,
+        select_language,
+        stdlib_families,
+    )
+
+    per_source = ctx.pick(smoke=2, quick=8, full=128)
+    runs_of = ctx.pick(
+        smoke=[(5, 1)],
+        quick=[(20, 1)],
+        full=[(100, 3), (400, 3), (1600, 1)],  # (budget, seeds)
+    )
+    outer = ctx.pick(smoke=2, quick=2, full=10)
+    probe_steps = ctx.pick(smoke=1, quick=3, full=50)
+    batch = 8
+    data = stdlib_families(
+        per_source=per_source,
+        val_windows=ctx.pick(smoke=8, quick=32, full=64),
+        test_windows=ctx.pick(smoke=16, quick=64, full=256),
+    )
+    ctx.log("language quality: DSIR (data-selection) arm not built; see the README's Not done")
+    tasks = [
+        (b, seed, arm) for b, seeds in runs_of for seed in range(seeds) for arm in LANGUAGE_ARMS
+    ]
+    rows: dict[tuple[str, int], list[dict]] = {}
+    weights_of: dict[str, list[float]] = {}
+    with single_thread():
+        for b, seed, arm in progress_bar(tasks, desc="cads language", unit="arm"):
+            factory = byte_llama_factory(seed)
+            start = time.process_time()
+            weights = select_language(arm, factory, data, b, batch, seed, outer, probe_steps)
+            seconds = time.process_time() - start
+            row = deploy_language(factory, data, weights, b, batch, seed=10_000 + seed)
+            row["seconds"] = seconds
+            rows.setdefault((arm, b), []).append(row)
+            if arm in ("cads_s", "best_single"):
+                weights_of[f"{arm} B={b} seed={seed}"] = (weights / weights.sum()).tolist()
+    for (arm, b), rs in rows.items():
+        test, half = mean_ci([r["test_bpb"] for r in rs])
+        val, _ = mean_ci([r["val_bpb"] for r in rs])
+        ctx.record(
+            "test_bits_per_byte",
+            test,
+            "bits/byte",
+            arm=arm,
+            budget=b,
+            ci95=round(half, 4),
+            val_bits_per_byte=round(val, 4),
+            seeds=len(rs),
+            target=data.target,
+            selection_cpu_s=round(sum(r["seconds"] for r in rs) / len(rs), 2),
+        )
+    for b, _ in runs_of:
+        static = ("uniform", "size_proportional", "best_single")
+        best = min(static, key=lambda a: mean_ci([r["val_bpb"] for r in rows[(a, b)]])[0])
+        diffs = [
+            o["test_bpb"] - r["test_bpb"]
+            for o, r in zip(rows[("cads_s", b)], rows[(best, b)], strict=True)
+        ]
+        gap, half = mean_ci(diffs)
+        ctx.record(
+            "cads_s_minus_baseline",
+            gap,
+            "test bits/byte",
+            baseline=f"strongest static ({best})",
+            budget=b,
+            ci95=round(half, 4),
+            seeds=len(diffs),
+        )
+    ctx.path("language_weights.json").write_text(
+        json.dumps({"families": list(data.families), "weights": weights_of}, indent=1)
     )
 
 
