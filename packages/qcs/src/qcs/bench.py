@@ -3,7 +3,9 @@
 Every case runs in every mode (smoke / quick / full) and sizes itself with ``ctx.pick``; the
 workspace tests run each case in smoke mode on an empty checkpoint cache.
 
-Cases: ``quality`` (the reduced reproduction, :mod:`qcs.experiment`), ``projection_speed``.
+Cases: ``quality`` (the reduced reproduction, :mod:`qcs.experiment`), ``selection_cost`` (QCS's
+policy work against one rollout; QCS against LESS feature extraction, CPU time and memory) and
+``projection_speed``.
 """
 
 from __future__ import annotations
@@ -50,8 +52,8 @@ def projection_speed(ctx: Context) -> None:
         result = compare(
             fns,
             baseline="bisect (PBCS-style)",
-            min_time=ctx.pick(smoke=0.01, quick=0.5, full=2.0),
-            max_time=ctx.pick(smoke=2.0, quick=15.0, full=120.0),
+            min_time=ctx.pick(smoke=0.01, quick=0.3, full=2.0),
+            max_time=ctx.pick(smoke=2.0, quick=6.0, full=120.0),
         )
     result.record(ctx, n=n, T=T, max_abs_diff=float(f"{err:.3g}"))
 
@@ -86,10 +88,10 @@ def _quality_sizes() -> dict:
             ),
         ),
         # the issue's --quick: 5 %, random / DSIR / QCS, 10 outer iterations, one seed; sized to
-        # ~45 s CPU on an empty cache (pretraining ~17 s of it): 5-step rollouts of batch 8
+        # ~30 s CPU on an empty cache (pretraining ~10 s of it): 5-step rollouts of batch 8
         "quick": dict(
             llama=dict(hidden_size=96, num_layers=4, num_heads=4),
-            pretrain=dict(steps=100),
+            pretrain=dict(steps=60),
             size=QualitySize(
                 n_pool=1000,
                 n_val=32,
@@ -273,3 +275,156 @@ def quality(ctx: Context) -> None:
             for frac in size.budgets
         }
         plot_bars(labels, series, ctx.path("exact_match.png"), ylabel="test exact match")
+
+
+# ----------------------------------------------------------------------------- selection cost
+
+
+@SUITE.case("selection_cost", kind="speed")
+def selection_cost(ctx: Context) -> None:
+    """QCS's cost: the policy step against one rollout, and a QCS selection against LESS's features.
+
+    1. One policy step (sample K = 4 masks, the hierarchical REINFORCE gradient, the update and
+       both budget projections) at ``n × T`` against one LoRA rollout (interleaved medians,
+       ``bench.compare``; baseline: the rollout).
+    2. A QCS selection (``outer`` steps × K rollouts) against LESS's selection (warm-up on a random
+       5 %, Adam-preconditioned features of the pool and SGD features of the validation set over
+       ``C`` checkpoints, matching) on the same pool and byte Llama: CPU seconds of one run each and
+       the peak live tensor bytes (``bench.peak_live_bytes``; peak RSS of a fresh process in
+       ``--full``). Both costs are linear in their loop counts, so per-unit costs are recorded
+       with the totals projected to the issue's scale (n = 1,000, 100 outer × K = 4 × 10 steps,
+       C = 4 checkpoints).
+    """
+    import time
+
+    import torch
+
+    from neurips25_core.bench import load_average, peak_live_bytes, peak_rss_subprocess
+    from neurips25_core.models import tiny_llama, tiny_llama_config
+
+    from .baselines import less_scores, less_selection
+    from .less import less_features, less_warmup
+    from .ops import HierarchicalBernoulliPolicy, QCSConfig, hierarchical_policy_gradient
+    from .rollouts import LoRARollouts
+    from .selector import QCSSelector
+    from .tasks import encode_pairs, make_instruction_pool, make_target_set
+
+    llama = ctx.pick(
+        smoke=dict(hidden_size=32, num_layers=1, num_heads=2),
+        quick=dict(hidden_size=96, num_layers=4, num_heads=4),
+        full=dict(hidden_size=96, num_layers=4, num_heads=4),
+    )
+    n_pol = ctx.pick(smoke=1000, quick=10_000, full=100_000)
+    T_pol = ctx.pick(smoke=32, quick=512, full=512)
+    n = ctx.pick(smoke=40, quick=30, full=1000)
+    outer = ctx.pick(smoke=2, quick=1, full=100)
+    K, steps, batch = 4, ctx.pick(smoke=2, quick=10, full=10), ctx.pick(smoke=4, quick=16, full=16)
+    epochs = ctx.pick(smoke=1, quick=2, full=4)
+    budget = max(1, n // 20)
+    with single_thread():
+        # -- 1. policy step vs one rollout
+        g = torch.Generator().manual_seed(0)
+        lengths = torch.randint(1, T_pol + 1, (n_pol,), generator=g)
+        pol = HierarchicalBernoulliPolicy(lengths, max(1, n_pol // 20), 0.5)
+        F = torch.randn(K, generator=g, dtype=torch.float64)
+
+        def policy_step():
+            w, v = pol.sample(K, g)
+            g_s, g_t = hierarchical_policy_gradient(F, w, v, pol.s, pol.t, pol.token_mask, "loo")
+            pol.s.sub_(0.05 * g_s.to(pol.s.dtype).clamp(-1, 1))
+            pol.t.sub_(0.05 * g_t.to(pol.t.dtype).clamp(-1, 1))
+            pol.project_()
+
+        model = tiny_llama(tiny_llama_config(**llama))  # random init: cost does not need training
+        pool, val = make_instruction_pool(n, seed=0), make_target_set(32, seed=1)
+        ro = LoRARollouts(model, pool, val, steps=steps, batch_size=batch)
+        ones = torch.ones(ro.n, ro.max_tokens)
+        result = compare(
+            {"policy step": policy_step, "one rollout": lambda: ro.eval_fn(ro.train_fn(ones))},
+            baseline="one rollout",
+            min_time=ctx.pick(smoke=0.01, quick=0.3, full=2.0),
+            max_time=ctx.pick(smoke=2.0, quick=3.0, full=60.0),
+        )
+        result.record(ctx, n=n_pol, T=T_pol, K=K, rollout_steps=steps, batch=batch)
+
+        # -- 2. a QCS selection vs LESS's selection on the same pool
+        cfg = QCSConfig(budget=budget, rollouts=K, outer_steps=outer, inner_steps=steps)
+        val_enc = encode_pairs(val)
+        subtask = torch.tensor([0 if p.family == "add" else 1 for p in val])
+
+        def run_qcs():
+            return QCSSelector(ro.train_fn, ro.eval_fn, cfg).fit(ro.pool).sequence_idx
+
+        def run_less():
+            warm = less_warmup(model, ro.pool, epochs=epochs, batch_size=batch, lr=1e-3)
+            tr = less_features(warm, ro.pool, kind="adam")
+            va = less_features(warm, val_enc, kind="sgd")
+            return less_selection(less_scores(tr, va, warm.checkpoint_weights, subtask), budget)
+
+        cost = {}
+        for name, fn in (("qcs", run_qcs), ("less", run_less)):
+            t0, c0 = time.perf_counter(), time.process_time()
+            fn()
+            cost[name] = (time.process_time() - c0, time.perf_counter() - t0)
+        # live tensor bytes need a second run of each (the dispatch mode slows it): not in --full,
+        # which measures the peak RSS of a fresh process instead
+        live = (
+            {}
+            if ctx.full
+            else {name: peak_live_bytes(fn) for name, fn in (("qcs", run_qcs), ("less", run_less))}
+        )
+    load = load_average()
+    load = None if load is None else round(load, 2)
+    params = dict(n=n, outer=outer, K=K, rollout_steps=steps, checkpoints=epochs, load=load)
+    ctx.record(
+        "qcs_cpu", cost["qcs"][0], "s", baseline="less", baseline_value=cost["less"][0], **params
+    )
+    ctx.record(
+        "qcs_wall", cost["qcs"][1], "s", baseline="less", baseline_value=cost["less"][1], **params
+    )
+    if live:
+        ctx.record(
+            "qcs_live_peak",
+            live["qcs"],
+            "B",
+            baseline="less",
+            baseline_value=live["less"],
+            **params,
+        )
+    per_outer = cost["qcs"][0] / outer
+    # LESS: C checkpoints × (pool + validation) single-example backwards dominate; warm-up is small
+    per_example = cost["less"][0] / (epochs * (n + len(val)))
+    proj = dict(n=1000, outer=100, K=4, rollout_steps=10, checkpoints=4)
+    scale = 10 / steps
+    ctx.record(
+        "qcs_cpu_projected",
+        per_outer * scale * 100,
+        "s",
+        baseline="less",
+        baseline_value=per_example * 4 * (1000 + len(val)),
+        **proj,
+    )
+    if ctx.full:
+        setup = (
+            "import torch\n"
+            "from neurips25_core.models import tiny_llama, tiny_llama_config\n"
+            "from qcs import QCSConfig, QCSSelector\n"
+            "from qcs.less import less_warmup, less_features\n"
+            "from qcs.rollouts import LoRARollouts\n"
+            "from qcs.tasks import make_instruction_pool, make_target_set, encode_pairs\n"
+            "torch.set_num_threads(1)\n"
+            f"model = tiny_llama(tiny_llama_config(**{llama!r}))\n"
+            f"pool, val = make_instruction_pool({n}), encode_pairs(make_target_set(32, seed=1))\n"
+        )
+        code_qcs = (
+            f"ro = LoRARollouts(model, pool, val, steps={steps}, batch_size={batch})\n"
+            f"QCSSelector(ro.train_fn, ro.eval_fn, QCSConfig(budget={budget}, rollouts={K}, "
+            f"outer_steps=2, inner_steps={steps})).fit(ro.pool)\n"
+        )
+        code_less = (
+            f"w = less_warmup(model, pool, epochs={epochs}, batch_size={batch}, lr=1e-3)\n"
+            "less_features(w, pool, kind='adam'); less_features(w, val, kind='sgd')\n"
+        )
+        rss_q = peak_rss_subprocess(code_qcs, setup)["delta"]
+        rss_l = peak_rss_subprocess(code_less, setup)["delta"]
+        ctx.record("qcs_rss_delta", rss_q, "B", baseline="less", baseline_value=rss_l, **params)

@@ -65,6 +65,7 @@ def greedy_responses(
     pairs = _check(model, pairs, max_new_bytes, batch_size)
     was_training = model.training
     model.eval()
+    dev = next(model.parameters()).device
     out: list[bytes] = []
     try:
         for a in range(0, len(pairs), batch_size):
@@ -76,15 +77,15 @@ def greedy_responses(
                 ids[i, L - len(p) :] = torch.tensor(p)
                 mask[i, L - len(p) :] = 1
             gen = model.generate(
-                input_ids=ids,
-                attention_mask=mask,
+                input_ids=ids.to(dev),
+                attention_mask=mask.to(dev),
                 max_new_tokens=max_new_bytes,
                 do_sample=False,
                 num_beams=1,
                 eos_token_id=_NEWLINE,
                 pad_token_id=_NEWLINE,
             )
-            for row in gen[:, L:].tolist():
+            for row in gen[:, L:].cpu().tolist():
                 cut = row.index(_NEWLINE) if _NEWLINE in row else len(row)
                 out.append(bytes(row[:cut]))
     finally:

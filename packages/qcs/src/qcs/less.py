@@ -111,6 +111,7 @@ def less_warmup(
     sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
     ids, labels = enc["input_ids"], enc["labels"]
     out = LessWarmup(model=model, rows=rows)
+    dev = params[0].device  # the pool stays on CPU; each batch moves to the model
     model.train()
     with torch.enable_grad():
         for _ in range(epochs):
@@ -120,9 +121,10 @@ def less_warmup(
                 idx = order[a : a + batch_size]
                 lab = labels[idx]
                 keep = int((lab != -100).any(0).nonzero().max()) + 1
-                logits = model(input_ids=ids[idx, :keep]).logits
+                logits = model(input_ids=ids[idx, :keep].to(dev)).logits
+                lab = lab[:, :keep].to(dev)
                 loss = weighted_response_loss(
-                    logits, lab[:, :keep], torch.ones_like(lab[:, :keep], dtype=torch.float32)
+                    logits, lab, torch.ones_like(lab, dtype=torch.float32)
                 )
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
@@ -158,7 +160,8 @@ def less_features(
     params = _trainable(model)
     D = sum(p.numel() for p in params)
     gen = torch.Generator().manual_seed(seed)
-    proj = torch.randint(0, 2, (D, proj_dim), generator=gen).float().mul_(2).sub_(1)
+    dev = params[0].device
+    proj = torch.randint(0, 2, (D, proj_dim), generator=gen).float().mul_(2).sub_(1).to(dev)
     ids, labels = enc["input_ids"], enc["labels"]
     N = ids.shape[0]
     feats = torch.empty(len(warmup.checkpoints), N, proj_dim)
@@ -171,14 +174,16 @@ def less_features(
             for i in range(N):
                 lab = labels[i : i + 1]
                 keep = int((lab != -100).nonzero()[:, 1].max()) + 1
-                logits = model(input_ids=ids[i : i + 1, :keep]).logits
-                loss = weighted_response_loss(logits, lab[:, :keep], torch.ones(1, keep))
+                logits = model(input_ids=ids[i : i + 1, :keep].to(dev)).logits
+                loss = weighted_response_loss(
+                    logits, lab[:, :keep].to(dev), torch.ones(1, keep, device=dev)
+                )
                 grads = torch.autograd.grad(loss, params)
                 g = torch.cat([x.reshape(-1) for x in grads])
                 if kind == "adam":
                     m = _BETA1 * ck.exp_avg + (1 - _BETA1) * g
                     v = _BETA2 * ck.exp_avg_sq + (1 - _BETA2) * g * g
                     g = m / torch.sqrt(v + _EPS)
-                feats[c, i] = g @ proj
+                feats[c, i] = (g @ proj).cpu()
     _check_tensor(feats, "features")
     return torch.nn.functional.normalize(feats, dim=-1)

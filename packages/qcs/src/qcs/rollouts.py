@@ -214,6 +214,7 @@ class LoRARollouts:
             return model
         ids, labels = self.pool["input_ids"], self.pool["labels"]
         opt = torch.optim.AdamW(self._trainable, lr=self.lr, weight_decay=self.weight_decay)
+        dev = self._trainable[0].device  # the pool stays on CPU; each batch moves to the model
         bs = min(self.batch_size, rows.numel())
         model.train()
         with torch.enable_grad():
@@ -221,8 +222,10 @@ class LoRARollouts:
                 idx = rows[torch.randperm(rows.numel())[:bs]]
                 lab = labels[idx]
                 keep = int((lab != -100).any(0).nonzero().max()) + 1  # trim right padding
-                logits = model(input_ids=ids[idx, :keep]).logits
-                loss = weighted_response_loss(logits, lab[:, :keep], full[idx, :keep])
+                logits = model(input_ids=ids[idx, :keep].to(dev)).logits
+                loss = weighted_response_loss(
+                    logits, lab[:, :keep].to(dev), full[idx, :keep].to(dev)
+                )
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()
@@ -246,6 +249,7 @@ def response_token_losses(model: nn.Module, data, batch_size: int = 64) -> torch
     ids, labels = enc["input_ids"], enc["labels"]
     was_training = model.training
     model.eval()
+    dev = next(model.parameters()).device
     out = torch.zeros(labels.shape, dtype=torch.float32)
     try:
         for a in range(0, ids.shape[0], batch_size):
@@ -254,8 +258,9 @@ def response_token_losses(model: nn.Module, data, batch_size: int = 64) -> torch
             if real.numel() == 0:
                 continue
             keep = int(real.max()) + 1
-            logits = model(input_ids=ids[a : a + batch_size, :keep]).logits
-            out[a : a + batch_size, :keep] = per_token_loss(logits, lab[:, :keep]).float()
+            logits = model(input_ids=ids[a : a + batch_size, :keep].to(dev)).logits
+            loss = per_token_loss(logits, lab[:, :keep].to(dev))
+            out[a : a + batch_size, :keep] = loss.float().cpu()
     finally:
         model.train(was_training)
     return out
