@@ -15,7 +15,7 @@ SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu.py"
 
 def test_suite_is_named_after_the_package_and_has_its_cases():
     assert SUITE.name == "lope"
-    assert {"quality", "expert_mix_speed"} <= {case.name for case in SUITE.cases}
+    assert {"quality", "expert_mix_speed", "layer_overhead_speed"} <= {c.name for c in SUITE.cases}
 
 
 def test_quality_sizes_follow_the_issue():
@@ -29,7 +29,12 @@ def test_quality_sizes_follow_the_issue():
     assert full["llama"] == dict(hidden_size=96, num_layers=4, num_heads=4, intermediate_size=256)
     assert (full["n_train"], full["n_test"]) == (4000, 1000)
     assert full["noise"] == (0.05, 0.1, 0.2, 0.3) and len(full["seeds"]) == 3
-    assert full["epochs"] == 2 and full["lrs"] == (5e-4, 2e-3) and set(full["arms"]) == set(ARMS)
+    assert (
+        full["batch_size"] == 16
+        and full["epochs"] == 2
+        and full["lrs"] == (5e-4, 2e-3)
+        and set(full["arms"]) == set(ARMS)
+    )
     smoke = QUALITY_SIZES["smoke"]
     assert smoke["llama"]["num_layers"] == 1 and smoke["n_train"] == 200
 
@@ -58,3 +63,13 @@ def test_gpu_script_toy(tmp_path):
     steps = {r["arm"]: r for r in result["model_step"]}
     assert steps["lope"]["step_ms"] > 0 and steps["lope"]["loss"] > 0
     assert "step_ms" in steps["peft_lora"] or steps["peft_lora"]["skipped"]
+
+
+def test_cost_model_counts_the_spec_terms():
+    from lope.bench import layer_flops
+
+    lora = layer_flops(T=10, d_in=6, d_out=5, rank=2, experts=1, compensate=False)
+    assert lora == {"base": 600, "adapter": 2 * 10 * 2 * (6 + 5), "router": 0, "compensation": 0}
+    lope = layer_flops(T=10, d_in=6, d_out=5, rank=2, experts=4, compensate=True)
+    assert lope["adapter"] == 2 * 10 * 2 * (6 + 4 * 5) and lope["router"] == 2 * 10 * 6 * 4
+    assert lope["compensation"] == 2 * 10 * 4 * 2 * 5 + 3 * 10 * 4 * 5

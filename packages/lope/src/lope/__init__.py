@@ -3,8 +3,9 @@
 So far: the math (``lope.ops``, with a Triton forward of ``expert_mix`` in ``lope.kernels.mix``)
 with its float64 reference (``lope.reference``), the layer (``AsymmetricLoRALinear``) and the
 peft-style adapter (``get_peft_model``, ``LoPEModel``, ``LoPEConfig``, ``HydraLoRAConfig``),
-``HyNoise`` and ``train_lope`` (DDP-tested). The baselines and the quality benchmark are not built
-yet (see the README).
+``HyNoise`` and ``train_lope`` (DDP-tested). The reduced reproduction's data (``lope.tasks``) and
+arms (``lope.experiment``) feed the ``quality`` benchmark case; it has not been run at quick or full
+size yet (see the README).
 """
 
 from .config import HydraLoRAConfig, LoPEConfig

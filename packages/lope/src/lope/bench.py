@@ -6,7 +6,9 @@ workspace tests run each case in smoke mode on an empty checkpoint cache. Cases:
 - ``quality`` (the reduced reproduction, spec §5): every arm of ``lope.experiment`` on a byte
   Llama fine-tuned on synthetic instructions with a fraction of corrupted training examples;
 - ``expert_mix_speed``: the single-GEMM ``expert_mix`` against the per-expert loop (HydraLoRA's
-  form).
+  form);
+- ``layer_overhead_speed``: one adapted layer (peft LoRA, HydraLoRA, LoPE at inference) against
+  the bare ``nn.Linear``, next to the cost model's prediction.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ QUALITY_SIZES = {
     "smoke": dict(
         llama=dict(hidden_size=32, num_layers=1, num_heads=2),
         pretrain_steps=30,
+        batch_size=16,
         n_train=200,
         n_test=60,
         n_val=60,
@@ -89,9 +92,10 @@ QUALITY_SIZES = {
     ),
     "quick": dict(
         llama=dict(hidden_size=64, num_layers=4, num_heads=4, intermediate_size=192),
-        pretrain_steps=200,
+        pretrain_steps=150,
+        batch_size=8,
         n_train=4000,
-        n_test=1000,
+        n_test=500,
         n_val=0,
         noise=(0.1,),
         seeds=(0,),
@@ -103,6 +107,7 @@ QUALITY_SIZES = {
     "full": dict(
         llama=dict(hidden_size=96, num_layers=4, num_heads=4, intermediate_size=256),
         pretrain_steps=600,
+        batch_size=16,
         n_train=4000,
         n_test=1000,
         n_val=300,
@@ -177,7 +182,11 @@ def quality(ctx: Context) -> None:
             hynoise = [(f, noise.corrupt(i), noise.corrupt(r)) for f, i, r in train]
             return ArmData(train=train, flags=flags, hynoise_train=hynoise, test=test)
 
-        common = dict(epochs=size["epochs"], steps_per_stage=size["steps_per_stage"])
+        common = dict(
+            epochs=size["epochs"],
+            steps_per_stage=size["steps_per_stage"],
+            batch_size=size["batch_size"],
+        )
         lr = size["lrs"][0]
         sweep = {}
         if len(size["lrs"]) > 1:
@@ -279,3 +288,102 @@ def _record_quality(ctx: Context, runs: dict, size: dict, lr: float, base_scores
             title="lope quality: mean ± 95 % CI over seeds",
             errors=errors,
         )
+
+
+def layer_flops(T: int, d_in: int, d_out: int, rank: int, experts: int, compensate: bool) -> dict:
+    """The spec's cost model (§6) of one adapted layer's forward, in FLOPs.
+
+    Base ``2·T·in·out``; adapter ``2·T·r·(in + N·out)``; router ``2·T·in·N`` (absent for LoRA,
+    N = 1); compensation forms the N expert outputs ``B_i h`` (``2·T·N·r·out``) and N cosines
+    over ``out`` (``≈ 3·T·N·out``) on top of the mix.
+    """
+    base = 2 * T * d_in * d_out
+    adapter = 2 * T * rank * (d_in + experts * d_out)
+    router = 2 * T * d_in * experts if experts > 1 else 0
+    comp = (2 * T * experts * rank * d_out + 3 * T * experts * d_out) if compensate else 0
+    return {"base": base, "adapter": adapter, "router": router, "compensation": comp}
+
+
+@SUITE.case("layer_overhead_speed", kind="speed")
+def layer_overhead_speed(ctx: Context) -> None:
+    """Forward time of one adapted layer vs the bare ``nn.Linear`` (baseline), 1 thread, no grad.
+
+    Arms: peft's LoRA r = 4 (the peer; skipped with a message without the ``peers`` extra),
+    HydraLoRA (N = 4, ours), LoPE at inference (N = 4, B_D masked and compensated, K = N − 1) and
+    LoPE with K = 0 (masking only). Every adapter's output is first checked equal to the base's
+    with zero ``B`` (1e-6), then ``B`` is filled at random and timed. The cost model's predicted
+    time ratio (FLOPs over the base's) is recorded next to each measured ratio.
+    """
+    import torch
+    from torch import nn
+
+    from neurips25_core.testing import assert_close, randn
+
+    from .experiment import peft_available
+    from .layer import AsymmetricLoRALinear
+
+    T = ctx.pick(smoke=64, quick=512, full=2048)
+    d_in, d_out = ctx.pick(smoke=(96, 256), quick=(256, 688), full=(512, 1376))
+    rank, experts = 4, 4
+    torch.manual_seed(0)
+    base = nn.Linear(d_in, d_out)
+    x = randn(T, d_in, seed=1)
+    arms: dict[str, tuple[nn.Module, int, bool]] = {}
+    if peft_available():
+        from peft import LoraConfig
+        from peft import get_peft_model as peft_get_peft_model
+
+        holder = nn.Sequential()
+        holder.add_module("proj", copy_linear(base))
+        lora = peft_get_peft_model(
+            holder, LoraConfig(r=rank, lora_alpha=32, lora_dropout=0.0, target_modules=["proj"])
+        )
+        arms["peft LoRA r=4 (peer)"] = (lora, 1, False)
+    else:
+        ctx.log("layer_overhead_speed: peft is not installed (the `peers` extra): LoRA skipped")
+    hydra = AsymmetricLoRALinear(copy_linear(base), rank, experts, poison=())
+    lope = AsymmetricLoRALinear(copy_linear(base), rank, experts, poison=(3,))
+    lope_k0 = AsymmetricLoRALinear(copy_linear(base), rank, experts, poison=(3,), compensation_k=0)
+    for layer in (lope, lope_k0):
+        layer.set_mode("inference")
+    arms["HydraLoRA N=4"] = (hydra, experts, False)
+    arms["LoPE inference K=3"] = (lope, experts, True)
+    arms["LoPE inference K=0"] = (lope_k0, experts, True)
+    for module, _, _ in arms.values():
+        module.eval()
+    with torch.no_grad():
+        want = base(x)
+        for name, (module, _, _) in arms.items():
+            assert_close(module(x), want, rtol=1e-6, name=name)
+        for module, _, _ in arms.values():
+            for pname, p in module.named_parameters():
+                if "lora_B" in pname:
+                    p.copy_(randn(*p.shape, seed=3) * 0.1)
+        with single_thread():
+            fns = {"nn.Linear (baseline)": lambda: base(x)}
+            fns.update({name: (lambda m=module: m(x)) for name, (module, _, _) in arms.items()})
+            result = compare(
+                fns,
+                baseline="nn.Linear (baseline)",
+                min_time=ctx.pick(smoke=0.01, quick=0.2, full=1.0),
+            )
+    result.record(ctx, T=T, d_in=d_in, d_out=d_out, r=rank, N=experts)
+    for name, (_, n, comp) in arms.items():
+        flops = layer_flops(T, d_in, d_out, rank, n, comp)
+        ctx.record(
+            "cost_model_time_ratio",
+            sum(flops.values()) / flops["base"],
+            "x base",
+            arm=name,
+            measured=result.timings[name].median / result.timings["nn.Linear (baseline)"].median,
+            T=T,
+            d_in=d_in,
+            d_out=d_out,
+        )
+
+
+def copy_linear(layer):
+    """A fresh ``nn.Linear`` with the same weights (each arm wraps its own copy)."""
+    import copy
+
+    return copy.deepcopy(layer)
