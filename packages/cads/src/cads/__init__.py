@@ -6,8 +6,10 @@ selection policies and the Hessian-free policy-gradient estimator (``policies``)
 for it, ``inner="budget"|"converge"``), static rules as pure functions (``cads.baselines``), the
 float64 least-squares reference (``cads.reference``), ``budgeted_train`` (exactly B steps, probe
 curve) and ``train_to_convergence``, ``CADSConfig`` and the ``CADS`` solver (``value="exact"`` at
-tau = 1 reduces to ``BudgetedPBCS``). Not built: distributed rollouts, vmapped rollouts, the
-benchmarks.
+tau = 1 reduces to ``BudgetedPBCS``), the training runs behind EL2N, forgetting and the cleanlab
+peer (``cads.baselines``), and the benchmark data (``cads.digits``, ``cads.language``,
+``cads.experiment``; suite ``cads.bench``). ``CADS`` splits its rollouts across
+``torch.distributed`` ranks. Not built: vmapped rollouts, ``benchmarks/gpu.py``, the DSIR peer.
 """
 
 from .budget import Budget, budget_min, fit_loglinear, penalty_values

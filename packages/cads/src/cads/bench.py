@@ -188,12 +188,19 @@ def language_quality(ctx: Context) -> None:
     ]
     rows: dict[tuple[str, int], list[dict]] = {}
     weights_of: dict[str, list[float]] = {}
+    best_cache: dict = {}
     with single_thread():
         for b, seed, arm in progress_bar(tasks, desc="cads language", unit="arm"):
             factory = byte_llama_factory(seed)
             start = time.process_time()
-            weights = select_language(arm, factory, data, b, batch, seed, outer, probe_steps)
-            seconds = time.process_time() - start
+            key = (seed, min(b, probe_steps))  # best_single depends on B only through this
+            if arm == "best_single" and key in best_cache:
+                weights, seconds = best_cache[key]
+            else:
+                weights = select_language(arm, factory, data, b, batch, seed, outer, probe_steps)
+                seconds = time.process_time() - start
+                if arm == "best_single":
+                    best_cache[key] = (weights, seconds)
             row = deploy_language(factory, data, weights, b, batch, seed=10_000 + seed)
             row["seconds"] = seconds
             rows.setdefault((arm, b), []).append(row)
@@ -253,8 +260,8 @@ def solver_speed(ctx: Context) -> None:
 
     pool = ctx.pick(smoke=100, quick=1200, full=1200)
     steps = ctx.pick(smoke=5, quick=100, full=400)
-    cads_outer = ctx.pick(smoke=3, quick=30, full=60)
-    pbcs_outer = ctx.pick(smoke=3, quick=15, full=30)
+    cads_outer = ctx.pick(smoke=3, quick=20, full=60)
+    pbcs_outer = ctx.pick(smoke=3, quick=10, full=30)
     every = ctx.pick(smoke=1, quick=5, full=5)
     data = noisy_digits(pool, 50 if ctx.smoke else 150, 100 if ctx.smoke else 447)
     factory = mlp_factory(0)

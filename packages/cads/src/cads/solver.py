@@ -8,6 +8,10 @@ One outer iteration:
 3. ``theta_steps`` SGD steps of the persistent theta on F(theta) + lambda/K sum_k G(theta; m_k);
 4. P_k = G(theta; m_k) - v_B(m_k), the leave-one-out policy gradient, a clipped Adam step, projection.
 
+Under an initialised ``torch.distributed`` group the K probes are split across ranks (rollout k
+on rank k % world); their values are summed across ranks and every rank takes the same theta and
+policy steps, so the trajectory equals one process (tested with two gloo processes).
+
 ``value="exact"`` replaces P_k by F(A_{ceil(tau B)}(m_k)), the validation loss of the probe model
 itself, and skips the theta steps: at tau = 1 the probe is A_B(m_k) and CADS reduces to
 ``BudgetedPBCS`` with ``TrainingValue(inner="budget")`` (same masks, seeds and policy steps; tested).
@@ -41,6 +45,16 @@ class Selection:
     mask: torch.Tensor | None
     weights: torch.Tensor | None
     history: list[dict] = field(default_factory=list)
+
+
+def _rank_world() -> tuple[int, int]:
+    """This process's rank and the world size under an initialised ``torch.distributed`` group
+    (0, 1 otherwise)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
 
 
 def _checkpoints(steps: int) -> list[int]:
@@ -130,8 +144,18 @@ class CADS:
             samples = self.policy.sample(cfg.rollouts, generator)
             crn = int(torch.randint(2**62, (1,), generator=generator))
             selections = [s.double() if cfg.granularity == "source" else s for s in samples]
-            probes, inner, exact = [], [], []
-            for sel in selections:
+            # Rollout k runs on rank k % world (all ranks drew the same masks and seed); the
+            # values are summed across ranks (zeros elsewhere, so the sum is exact).
+            rank, world = _rank_world()
+            probes = [
+                self._probe_indices(sel, torch.Generator().manual_seed(crn + 1))
+                for sel in selections
+            ]
+            inner = torch.zeros(len(selections), dtype=torch.float64)
+            exact = torch.zeros(len(selections), dtype=torch.float64)
+            for k, sel in enumerate(selections):
+                if k % world != rank:
+                    continue
                 model, curve = budgeted_train(
                     self.model_factory,
                     (self.x, self.y),
@@ -143,16 +167,18 @@ class CADS:
                     loss_fn=self.loss_fn,
                     sources=self.sources,
                 )
-                if len(ticks) >= 3:
-                    inner.append(budget_min(curve, cfg.budget))
-                else:
-                    inner.append(budget_min(curve, cfg.budget, method="observed"))
-                probes.append(self._probe_indices(sel, torch.Generator().manual_seed(crn + 1)))
+                method = "loglinear" if len(ticks) >= 3 else "observed"
+                inner[k] = float(budget_min(curve, cfg.budget, method=method))
                 if self.value == "exact":
                     with torch.no_grad():
-                        exact.append(self.loss_fn(model(self.x_val), self.y_val).item())
+                        exact[k] = self.loss_fn(model(self.x_val), self.y_val).item()
+            if world > 1:
+                import torch.distributed as dist
+
+                dist.all_reduce(inner)
+                dist.all_reduce(exact)
             if self.value == "exact":
-                values = torch.tensor(exact, dtype=torch.float64)
+                values = exact
                 norm = opt.step(policy_gradient(values, self.policy.score(samples)))
                 history.append(
                     {
@@ -182,7 +208,7 @@ class CADS:
                     dtype=torch.float64,
                 )
                 val = self.loss_fn(theta(self.x_val), self.y_val).item()
-            values = g_theta - torch.tensor(inner, dtype=torch.float64)
+            values = g_theta - inner
             norm = opt.step(policy_gradient(values, self.policy.score(samples)))
             history.append(
                 {
