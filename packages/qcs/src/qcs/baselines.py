@@ -1,7 +1,7 @@
 """Selection rules of the simple baselines, as pure functions of given scores and features.
 
-What produces the inputs (per-example losses under a model, LoRA gradient features) is not built
-yet; these functions are the part of each baseline that decides what to keep.
+The inputs come from :mod:`qcs.scores` (per-example losses under a model) and :mod:`qcs.less`
+(LoRA gradient features); these functions are the part of each baseline that decides what to keep.
 
 * :func:`random_selection`: ``m`` indices uniformly without replacement.
 * :func:`perplexity_selection`: lowest mean response loss, or a middle band around the median.

@@ -65,26 +65,26 @@ def _quality_sizes() -> dict:
     from .experiment import ARMS, QualitySize
 
     return {
-        # 50 pairs, a 1-layer toy Llama, 2 outer iterations: every arm end to end in seconds
+        # 30 pairs, a 1-layer toy Llama, 2 outer iterations × K = 2: every arm end to end in seconds
         "smoke": dict(
             llama=dict(hidden_size=32, num_layers=1, num_heads=2),
             pretrain=dict(steps=30, batch_size=4, seq_len=64),
             size=QualitySize(
-                n_pool=50,
+                n_pool=30,
                 n_val=8,
-                n_test=16,
+                n_test=8,
                 budgets=(0.1,),
                 arms=ARMS,
                 seeds=(0,),
                 cheap_seeds=(0,),
                 outer_steps=2,
-                rollouts=4,
+                rollouts=2,
                 rollout_steps=2,
-                final_steps=4,
+                final_steps=2,
                 batch_size=4,
                 less_epochs=1,
-                rho1_steps=4,
-                max_new_bytes=8,
+                rho1_steps=2,
+                max_new_bytes=4,
             ),
         ),
         # the issue's --quick: 5 %, random / DSIR / QCS, 10 outer iterations, one seed; sized to
@@ -412,7 +412,7 @@ def selection_cost(ctx: Context) -> None:
             "from qcs.less import less_warmup, less_features\n"
             "from qcs.rollouts import LoRARollouts\n"
             "from qcs.tasks import make_instruction_pool, make_target_set, encode_pairs\n"
-            "torch.set_num_threads(1)\n"
+            "torch.set_num_threads(1)\n"  # core-helper-ok: code string of a fresh process
             f"model = tiny_llama(tiny_llama_config(**{llama!r}))\n"
             f"pool, val = make_instruction_pool({n}), encode_pairs(make_target_set(32, seed=1))\n"
         )

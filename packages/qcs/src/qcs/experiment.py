@@ -377,7 +377,6 @@ def paired_bootstrap_diff(
     examples for the same ``S`` seeds; test examples are resampled jointly (``scipy.stats.bootstrap``,
     ``paired=True``) and the statistic is the mean over seeds and examples.
     """
-    import numpy as np
     from scipy import stats
 
     if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
@@ -393,6 +392,10 @@ def paired_bootstrap_diff(
     if (d == d[0]).all():
         return mean, mean, mean
     res = stats.bootstrap(
-        (d,), np.mean, n_resamples=n_resamples, method="percentile", random_state=seed
+        (d,),
+        lambda x, axis: x.mean(axis=axis),
+        n_resamples=n_resamples,
+        method="percentile",
+        random_state=seed,
     )
     return mean, float(res.confidence_interval.low), float(res.confidence_interval.high)

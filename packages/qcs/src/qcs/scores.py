@@ -11,7 +11,7 @@
   :func:`~qcs.baselines.rho1_token_mask`, whose output is directly a ``train_fn`` weight mask.
 
 All run under ``no_grad`` in eval mode and restore the model's mode. LESS gradient features are
-not built yet.
+in :mod:`qcs.less`.
 """
 
 from __future__ import annotations
