@@ -9,7 +9,7 @@ curve) and ``train_to_convergence``, ``CADSConfig`` and the ``CADS`` solver (``v
 tau = 1 reduces to ``BudgetedPBCS``), the training runs behind EL2N, forgetting and the cleanlab
 peer (``cads.baselines``), and the benchmark data (``cads.digits``, ``cads.language``,
 ``cads.experiment``; suite ``cads.bench``). ``CADS`` splits its rollouts across
-``torch.distributed`` ranks. Not built: vmapped rollouts, ``benchmarks/gpu.py``, the DSIR peer.
+``torch.distributed`` ranks. Not built: vmapped rollouts, the DSIR peer.
 """
 
 from .budget import Budget, budget_min, fit_loglinear, penalty_values
