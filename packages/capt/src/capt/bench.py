@@ -55,6 +55,11 @@ def _speed_arms(ctx: Context, hidden: int, layers: int) -> dict:
         "pt100": get_peft_model(_random_llama(hidden, layers), PromptTuning(100), generator=g),
         "deep_pt10": get_peft_model(_random_llama(hidden, layers), DeepPromptTuning(10)),
     }
+    if ctx.smoke:
+        # Wrapping with peft is slow to set up on a loaded machine (seconds of lazy imports);
+        # the smoke quality case and tests/test_baselines.py build and run peft's arms.
+        ctx.log("step_time: smoke size times our arms only; peft's PT(20) and LoRA from --quick on")
+        return arms
     if not peft_available():
         ctx.log("step_time: peft not installed (install the 'peers' extra); skipping its arms")
         return arms
