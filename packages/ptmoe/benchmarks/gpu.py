@@ -31,6 +31,7 @@ import time
 import torch
 
 from neurips25_core.bench import environment, peak_live_bytes, peak_memory_cuda, time_fn
+from neurips25_core.models import llama_shape_config
 
 
 def _llama(toy: bool, device, dtype):
@@ -46,18 +47,8 @@ def _llama(toy: bool, device, dtype):
             num_key_value_heads=2,
             max_position_embeddings=256,
         )
-    else:  # Llama-3.2-1B's shape (meta-llama/Llama-3.2-1B config.json), random weights
-        config = LlamaConfig(
-            vocab_size=128_256,
-            hidden_size=2048,
-            intermediate_size=8192,
-            num_hidden_layers=16,
-            num_attention_heads=32,
-            num_key_value_heads=8,
-            max_position_embeddings=2048,
-            rope_theta=500_000.0,
-            tie_word_embeddings=True,
-        )
+    else:  # Llama-3.2-1B's shape (its config.json), random weights
+        config = llama_shape_config("llama-3.2-1b", max_position_embeddings=2048)
     torch.manual_seed(0)
     return LlamaForCausalLM(config).to(device=device, dtype=dtype).eval()
 

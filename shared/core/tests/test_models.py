@@ -223,3 +223,25 @@ def test_smoke_model_is_toy_sized(tmp_path, monkeypatch):
     assert sum(p.numel() for p in model.parameters()) < 100_000
     with pytest.raises(ValueError, match="mode"):
         pretrained_tiny_llama_for("tiny")
+
+
+def test_llama_shape_config_has_the_published_parameter_counts():
+    import pytest
+
+    from neurips25_core.models import llama_shape_config
+
+    def count(cfg):
+        d, f, v, L = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size, cfg.num_hidden_layers
+        kv = cfg.num_key_value_heads * d // cfg.num_attention_heads
+        per_layer = 2 * d * d + 2 * d * kv + 3 * d * f + 2 * d
+        return v * d * (1 if cfg.tie_word_embeddings else 2) + L * per_layer + d
+
+    # Llama-3.2-1B: 1.236B parameters (tied embeddings); Llama-3.1-8B: 8.030B
+    assert count(llama_shape_config("llama-3.2-1b")) == 1_235_814_400
+    assert count(llama_shape_config("llama-3.1-8b")) == 8_030_261_248
+    assert (
+        llama_shape_config("llama-3.2-1b", max_position_embeddings=2048).max_position_embeddings
+        == 2048
+    )
+    with pytest.raises(ValueError, match="name"):
+        llama_shape_config("llama-9")

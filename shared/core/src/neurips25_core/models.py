@@ -114,6 +114,49 @@ def tiny_llama_config(
     return LlamaConfig(**fields)
 
 
+# Published Llama shapes (the models' config.json), for random-weight GPU benchmarks: no weights are
+# downloaded, only the shape is reproduced.
+LLAMA_SHAPES: dict[str, dict[str, Any]] = {
+    "llama-3.2-1b": dict(
+        vocab_size=128_256,
+        hidden_size=2048,
+        intermediate_size=8192,
+        num_hidden_layers=16,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        max_position_embeddings=131_072,
+        rope_theta=500_000.0,
+        tie_word_embeddings=True,
+    ),
+    "llama-3.1-8b": dict(
+        vocab_size=128_256,
+        hidden_size=4096,
+        intermediate_size=14_336,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        max_position_embeddings=131_072,
+        rope_theta=500_000.0,
+        tie_word_embeddings=False,
+    ),
+}
+
+
+def llama_shape_config(name: str, **overrides: Any):
+    """A ``LlamaConfig`` with the shape of a published Llama (``LLAMA_SHAPES``), fields overridable.
+
+    Example:
+        >>> cfg = llama_shape_config("llama-3.2-1b", max_position_embeddings=2048)
+        >>> cfg.hidden_size, cfg.num_key_value_heads, cfg.max_position_embeddings
+        (2048, 8, 2048)
+    """
+    from transformers import LlamaConfig
+
+    if name not in LLAMA_SHAPES:
+        raise ValueError(f"name: expected one of {sorted(LLAMA_SHAPES)}, got {name!r}")
+    return LlamaConfig(**{**LLAMA_SHAPES[name], **overrides})
+
+
 def tiny_llama(config=None, seed: int = 0) -> nn.Module:
     """A randomly initialised ``LlamaForCausalLM`` from ``config`` (default :func:`tiny_llama_config`)."""
     from transformers import LlamaForCausalLM
