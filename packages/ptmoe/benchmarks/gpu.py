@@ -31,20 +31,20 @@ import time
 import torch
 
 from neurips25_core.bench import environment, peak_live_bytes, peak_memory_cuda, time_fn
-from neurips25_core.models import llama_shape_config
+from neurips25_core.models import llama_shape_config, tiny_llama_config
 
 
 def _llama(toy: bool, device, dtype):
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaForCausalLM
 
     if toy:
-        config = LlamaConfig(
-            vocab_size=260,
+        config = tiny_llama_config(
             hidden_size=64,
+            num_layers=2,
+            num_heads=4,
+            num_kv_heads=2,
             intermediate_size=128,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
+            vocab_size=260,
             max_position_embeddings=256,
         )
     else:  # Llama-3.2-1B's shape (its config.json), random weights
