@@ -13,7 +13,15 @@ LENGTHS = [2, 3, 2, 3, 1, 3]
 
 def _run(rank, world_size, distributed=True):
     prob = make_ridge_problem(LENGTHS, seed=4)
-    cfg = QCSConfig(budget=2, token_ratio=0.5, rollouts=4, outer_steps=3, inner_steps=1)
+    cfg = QCSConfig(
+        budget=2,
+        token_ratio=0.5,
+        rollouts=4,
+        outer_steps=3,
+        inner_steps=1,
+        final="sample",
+        sample_times=4,
+    )
     calls = []
 
     def train_fn(c):
@@ -35,15 +43,17 @@ def _run(rank, world_size, distributed=True):
     out = sel.fit(LENGTHS)
     s = torch.stack([h["s"] for h in sel.history])
     t = torch.stack([h["t"] for h in sel.history])
-    return s, t, out.sequence_idx, len(calls)
+    return s, t, out.sequence_idx, out.token_mask, sel.final_scores, len(calls)
 
 
 def test_two_ranks_match_one_process():
-    s1, t1, idx1, calls1 = _run(0, 1, distributed=False)
+    s1, t1, idx1, mask1, scores1, calls1 = _run(0, 1, distributed=False)
     ranks = run_distributed(_run, world_size=2)
-    for s, t, idx, calls in ranks:
+    for s, t, idx, mask, scores, calls in ranks:
         torch.testing.assert_close(s, s1, rtol=0, atol=1e-6)
         torch.testing.assert_close(t, t1, rtol=0, atol=1e-6)
-        assert torch.equal(idx, idx1)
-        assert calls == calls1 // 2, "each rank must run half of the rollouts"
+        assert torch.equal(idx, idx1)  # final="sample": the same candidates, the same winner
+        assert torch.equal(mask, mask1)
+        torch.testing.assert_close(scores, scores1, rtol=0, atol=1e-12)
+        assert calls == calls1 // 2, "each rank must run half of the rollouts and candidates"
     assert float((s1[-1] - 2 / 6).abs().max()) > 1e-4, "vacuous: s never moved"

@@ -103,9 +103,10 @@ def test_weights_land_on_response_labels(setup):
 
 def test_selector_runs_on_lora_rollouts(setup):
     ro = _rollouts(setup, steps=2, batch_size=4)
-    cfg = QCSConfig(budget=4, token_ratio=0.5, rollouts=2, outer_steps=2, inner_steps=2)
+    cfg = QCSConfig(budget=4, token_ratio=0.5, rollouts=2, outer_steps=2, inner_steps=3)
     selector = QCSSelector(ro.train_fn, ro.eval_fn, cfg, seed=0)
     out = selector.fit(ro.pool)
+    assert len(ro.last_losses) == 3  # the config's inner_steps, not the constructor's 2
     assert out.sequence_idx.numel() == 4 and out.token_mask.shape == (ro.n, ro.max_tokens)
     assert torch.equal(out.token_mask.any(1).nonzero().squeeze(1), out.sequence_idx)
     assert len(selector.history) == 2
@@ -128,6 +129,8 @@ def test_bad_input(setup):
         ro.train_fn(-good)
     with pytest.raises(ValueError, match="weights"):
         ro.train_fn(good * float("nan"))
+    with pytest.raises(ValueError, match="steps"):
+        ro.train_fn(good, steps=0)
     for kw, exc, name in (
         ({"steps": 0}, ValueError, "steps"),
         ({"r": 0}, ValueError, "r"),

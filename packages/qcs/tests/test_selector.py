@@ -95,3 +95,61 @@ def test_full_budget_is_token_only_selection():
     assert out.sequence_idx.tolist() == list(range(len(LENGTHS)))
     t0 = 0.5 * sel.policy.token_mask.double()
     assert float((sel.history[-1]["t"] - t0).abs().max()) > 1e-3, "t never moved"
+
+
+def test_final_sample_keeps_the_best_sampled_mask():
+    """final="sample": the candidates are the next draws of the selector's generator from the
+    learned policy, each scored under one seed; the kept one has the lowest F (hand loop)."""
+    from qcs.ops import HierarchicalBernoulliPolicy, token_weights
+
+    prob = make_ridge_problem(LENGTHS, seed=6)
+    kw = dict(budget=3, token_ratio=0.5, rollouts=4, outer_steps=4, inner_steps=1)
+    train_fn, eval_fn = _fns(prob, noise=0.01)
+    top = QCSSelector(train_fn, eval_fn, QCSConfig(**kw), seed=2, dtype=torch.float64)
+    top.fit(LENGTHS)
+    cfg = QCSConfig(**kw, final="sample", sample_times=6)
+    sel = QCSSelector(train_fn, eval_fn, cfg, seed=2, dtype=torch.float64)
+    out = sel.fit(LENGTHS)
+    torch.testing.assert_close(sel.policy.s, top.policy.s, rtol=0, atol=0)  # same outer loop
+    # hand loop: replay the generator's draws (their count does not depend on s, t)
+    gen = torch.Generator().manual_seed(2)
+    shadow = HierarchicalBernoulliPolicy(LENGTHS, 3, 0.5, dtype=torch.float64)
+    for _ in range(4):
+        shadow.sample(4, gen)
+    w, v = sel.policy.sample(6, gen)
+    scores = []
+    for k in range(6):
+        c = token_weights(w[k], v[k], 0.1, sel.policy.token_mask)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(2 * 1_000_003 + 4)
+            scores.append(eval_fn(train_fn(c)) if w[k].any() else float("inf"))
+    scores = torch.tensor(scores, dtype=torch.float64)
+    torch.testing.assert_close(sel.final_scores, scores, rtol=0, atol=1e-12)
+    best = int(scores.argmin())
+    assert out.sequence_idx.tolist() == torch.nonzero(w[best]).squeeze(1).tolist()
+    assert torch.equal(out.token_mask, v[best] & w[best][:, None])
+    assert len(set(scores.tolist())) > 1, "vacuous: every candidate scored the same"
+
+
+def test_inner_steps_reach_a_train_fn_that_takes_steps():
+    prob = make_ridge_problem(LENGTHS, seed=1)
+    seen = []
+
+    def train_fn(c, steps):
+        seen.append(steps)
+        return objective(prob, c.double())
+
+    cfg = QCSConfig(budget=3, rollouts=2, outer_steps=2, inner_steps=7)
+    QCSSelector(train_fn, lambda F: float(F), cfg, dtype=torch.float64).fit(LENGTHS)
+    assert seen == [7] * 4
+    # a train_fn without a steps keyword is called with the weights only
+    plain = QCSSelector(lambda c: objective(prob, c.double()), lambda F: float(F), cfg)
+    plain.fit(LENGTHS)
+    assert len(plain.history) == 2
+
+
+def test_final_bad_input():
+    with pytest.raises(ValueError, match="final"):
+        QCSConfig(budget=3, final="best")
+    with pytest.raises(ValueError, match="sample_times"):
+        QCSConfig(budget=3, final="sample", sample_times=0)

@@ -40,7 +40,7 @@ __all__ = [
 
 PROB_CLAMP = 1e-6
 BASELINES = ("loo", "none")
-FINALS = ("topk",)
+FINALS = ("topk", "sample")
 PROJECTION_METHODS = ("sort", "bisect")
 
 
@@ -83,7 +83,11 @@ def _check_eps(eps) -> float:
 class QCSConfig:
     """Hyper-parameters of QCS (spec §3). ``budget`` is the number of sequences ``m`` to keep.
 
-    ``outer_steps`` and ``inner_steps`` default to the spec's 200 outer iterations × 20 rollout steps.
+    ``outer_steps`` and ``inner_steps`` default to the spec's 200 outer iterations × 20 rollout steps;
+    the selector passes ``steps=inner_steps`` to a ``train_fn`` that takes a ``steps`` keyword.
+    ``final="topk"`` keeps the top-m sequences by ``s`` and the top-⌈αT_i⌉ tokens by ``t``;
+    ``final="sample"`` draws ``sample_times`` masks from the learned policy, trains and scores each
+    like a rollout and keeps the one with the lowest ``F`` (as PBCS does).
     """
 
     budget: int
@@ -96,6 +100,7 @@ class QCSConfig:
     baseline: str = "loo"
     inner_steps: int = 20
     final: str = "topk"
+    sample_times: int = 10
 
     def __post_init__(self) -> None:
         _check_int(self.budget, "budget", 1)
@@ -104,6 +109,7 @@ class QCSConfig:
         _check_int(self.rollouts, "rollouts", 1)
         _check_int(self.outer_steps, "outer_steps", 1)
         _check_int(self.inner_steps, "inner_steps", 1)
+        _check_int(self.sample_times, "sample_times", 1)
         for name in ("outer_lr", "clip_norm"):
             val = getattr(self, name)
             if isinstance(val, bool) or not isinstance(val, (int, float)):
@@ -401,7 +407,8 @@ def hierarchical_policy_gradient(
 # ----------------------------------------------------------------------------- policy
 @dataclass(frozen=True)
 class Selection:
-    """A final coreset: kept sequence indices ``[m]`` (sorted) and a token mask ``[n, T]``."""
+    """A final coreset: kept sequence indices (sorted; ``[m]`` for ``final="topk"``, the sampled
+    count for ``final="sample"``) and a token mask ``[n, T]``."""
 
     sequence_idx: torch.Tensor
     token_mask: torch.Tensor

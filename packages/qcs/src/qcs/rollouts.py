@@ -204,8 +204,15 @@ class LoRARollouts:
         )
 
     # ------------------------------------------------------------------ the selector's pair
-    def train_fn(self, weights: torch.Tensor) -> nn.Module:
-        """Fine-tune the adapters from the start point on the weighted pool; returns the model."""
+    def train_fn(self, weights: torch.Tensor, steps: int | None = None) -> nn.Module:
+        """Fine-tune the adapters from the start point on the weighted pool; returns the model.
+
+        ``steps`` overrides the constructor's ``steps`` (the selector passes ``QCSConfig.inner_steps``).
+        """
+        if steps is None:
+            steps = self.steps
+        else:
+            _check_int(steps, "steps", 1)
         full = self.full_weights(weights)
         model = self.reset()
         self.last_losses = []
@@ -218,7 +225,7 @@ class LoRARollouts:
         bs = min(self.batch_size, rows.numel())
         model.train()
         with torch.enable_grad():
-            for _ in range(self.steps):
+            for _ in range(steps):
                 idx = rows[torch.randperm(rows.numel())[:bs]]
                 lab = labels[idx]
                 keep = int((lab != -100).any(0).nonzero().max()) + 1  # trim right padding

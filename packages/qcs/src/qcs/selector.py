@@ -15,6 +15,7 @@ sum is an exact all-gather) and every rank takes the same policy step.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 
 import torch
@@ -30,8 +31,22 @@ from .ops import (
 __all__ = ["QCSSelector"]
 
 
+def _takes_steps(fn: Callable) -> bool:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # builtins / C callables: no introspection
+        return False
+    return "steps" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
 class QCSSelector:
-    """Learn ``s, t`` by hierarchical policy gradients, then keep the top-k coreset.
+    """Learn ``s, t`` by hierarchical policy gradients, then keep the final coreset.
+
+    The final coreset is ``config.final``: ``"topk"`` (top-m sequences by ``s``, top-⌈αT_i⌉
+    tokens by ``t``) or ``"sample"`` (``config.sample_times`` masks drawn from the learned policy,
+    each trained and scored like a rollout under one common seed, the lowest ``F`` kept; its
+    scores are in ``final_scores``). A ``train_fn`` with a ``steps`` keyword gets
+    ``steps=config.inner_steps``.
 
     Args:
         train_fn: ``weights [n, T] -> model``; fine-tunes from the same start point with the
@@ -65,6 +80,18 @@ class QCSSelector:
         self.distributed, self.keep_trajectory = distributed, bool(keep_trajectory)
         self.policy: HierarchicalBernoulliPolicy | None = None
         self.history: list[dict] = []
+        self.final_scores: torch.Tensor | None = None
+        self._pass_steps = _takes_steps(train_fn)
+
+    def _rollout(self, c: torch.Tensor, seed: int) -> float:
+        """``F`` of one weighted rollout under the torch seed ``seed`` (common random numbers)."""
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            if self._pass_steps:
+                model = self.train_fn(c, steps=self.config.inner_steps)
+            else:
+                model = self.train_fn(c)
+            return float(self.eval_fn(model))
 
     def fit(self, pool) -> Selection:
         """Run ``config.outer_steps`` steps on ``pool``: the lengths ``[n]``, or anything with
@@ -94,9 +121,7 @@ class QCSSelector:
             F_values = torch.zeros(cfg.rollouts, dtype=torch.float64)
             for k in range(rank, cfg.rollouts, world):
                 c = token_weights(w[k], v[k], cfg.elastic_eps, pol.token_mask).to(self.dtype)
-                with torch.random.fork_rng(devices=[]):
-                    torch.manual_seed(self.seed * 1_000_003 + step)
-                    F_values[k] = float(self.eval_fn(self.train_fn(c)))
+                F_values[k] = self._rollout(c, self.seed * 1_000_003 + step)
             if world > 1:
                 dist.all_reduce(F_values, op=dist.ReduceOp.SUM)
             g_s, g_t = hierarchical_policy_gradient(
@@ -116,4 +141,34 @@ class QCSSelector:
             if self.keep_trajectory:
                 record["t"] = pol.t.clone()
             self.history.append(record)
-        return pol.select_topk()
+        self.final_scores = None
+        if cfg.final == "topk":
+            return pol.select_topk()
+        return self._select_by_sampling(pol, gen, rank, world)
+
+    def _select_by_sampling(self, pol, gen, rank: int, world: int) -> Selection:
+        """PBCS's final step: ``sample_times`` masks from the policy, the best by ``F`` kept.
+
+        Every candidate trains under the same seed (common random numbers), split across ranks
+        like the rollouts. A candidate with no sequence is never kept (``F = inf``).
+        """
+        cfg = self.config
+        w, v = pol.sample(cfg.sample_times, gen)
+        scores = torch.zeros(cfg.sample_times, dtype=torch.float64)
+        seed = self.seed * 1_000_003 + cfg.outer_steps
+        for k in range(rank, cfg.sample_times, world):
+            if not bool(w[k].any()):
+                scores[k] = float("inf")
+                continue
+            c = token_weights(w[k], v[k], cfg.elastic_eps, pol.token_mask).to(self.dtype)
+            scores[k] = self._rollout(c, seed)
+        if world > 1:
+            torch.distributed.all_reduce(scores, op=torch.distributed.ReduceOp.SUM)
+        if not bool(torch.isfinite(scores).any()):
+            raise ValueError(
+                "final: every sampled mask was empty; raise sample_times or use final='topk'"
+            )
+        best = int(torch.argmin(scores))  # first minimum: ties break towards the first draw
+        self.final_scores = scores
+        seq_idx = torch.nonzero(w[best]).squeeze(1)
+        return Selection(sequence_idx=seq_idx, token_mask=v[best] & w[best][:, None])
