@@ -6,23 +6,19 @@ buckets, a bag-of-n-grams model fitted on the raw pool and one on the target dat
 importance weight ``⟨log p_target − log p_raw, features⟩`` per example, then Gumbel top-k
 (sampling without replacement in proportion to the importance weights) or plain top-k.
 
-:func:`dsir_selection` calls it the way its README does: the pool and the target examples are
-written as local JSONL files (``{"text": ..., "idx": ...}``), ``HashedNgramDSIR`` fits on them,
-``compute_importance_weights`` scores the pool and ``resample`` writes the chosen lines, whose
-``idx`` fields are the selection. Only the package's global-NumPy Gumbel draw is seeded here
-(and the previous NumPy RNG state restored). ``min_example_length`` defaults to 1 word instead of
-the package's 100 (an instruction pair here is 3–20 words; 100 would drop every one).
+:func:`dsir_selection` writes each pair as one text (:func:`pair_text`) and calls the core's
+:func:`neurips25_core.dsir.dsir_select`, which runs the package the way its README does (local
+JSONL files, ``HashedNgramDSIR``, ``compute_importance_weights``, ``resample``; the Gumbel draw
+seeded from NumPy's global RNG, whose previous state is restored). ``min_example_length``
+defaults to 1 word instead of the package's 100 (an instruction pair here is 3–20 words; 100
+would drop every one).
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
-import json
-import tempfile
-from pathlib import Path
-
 import torch
+
+from neurips25_core.dsir import dsir_available, dsir_select
 
 from .ops import _check_int
 from .tasks import InstructionPair
@@ -33,15 +29,6 @@ _MISSING = (
     "the DSIR peer needs the `data-selection` package (qcs's `peers` extra): "
     "`uv sync --all-packages --extra peers` or `pip install data-selection==1.0.3`"
 )
-
-
-def dsir_available() -> bool:
-    """Whether ``data-selection`` can be imported."""
-    try:
-        import data_selection  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 def pair_text(pair: InstructionPair) -> str:
@@ -95,50 +82,15 @@ def dsir_selection(
     _check_int(ngrams, "ngrams", 1)
     _check_int(num_buckets, "num_buckets", 2)
     _check_int(min_example_length, "min_example_length", 0)
-    try:
-        import numpy as np
-        from data_selection import HashedNgramDSIR
-    except ImportError as err:
-        raise ImportError(_MISSING) from err
-
-    with tempfile.TemporaryDirectory(prefix="qcs-dsir-") as tmp:
-        root = Path(tmp)
-        raw_path, target_path = root / "pool.jsonl", root / "target.jsonl"
-        for path, pairs in ((raw_path, pool), (target_path, target)):
-            with open(path, "w") as f:
-                for i, p in enumerate(pairs):
-                    f.write(json.dumps({"text": pair_text(p), "idx": i}) + "\n")
-        dsir = HashedNgramDSIR(
-            [str(raw_path)],
-            [str(target_path)],
-            cache_dir=str(root / "cache"),
-            num_proc=1,
-            ngrams=ngrams,
-            num_buckets=num_buckets,
-            min_example_length=min_example_length,
-        )
-        # data-selection draws its Gumbel noise from NumPy's legacy global RNG: seed it, then restore
-        state = np.random.get_state()  # noqa: NPY002
-        # the package prints tqdm bars on stderr for every pass; keep the benchmark log readable
-        with contextlib.redirect_stderr(io.StringIO()):
-            try:
-                dsir.fit_importance_estimator(num_tokens_to_fit="all")
-                dsir.compute_importance_weights()
-                np.random.seed(seed)  # noqa: NPY002
-                dsir.resample(
-                    out_dir=str(root / "out"),
-                    num_to_sample=budget,
-                    cache_dir=str(root / "resample"),
-                    top_k=top_k,
-                )
-            finally:
-                np.random.set_state(state)  # noqa: NPY002
-        log_w = np.load(str(root / "cache" / "log_importance_weights" / "0.npy"))
-        chosen = []
-        for line in (root / "out" / "0.jsonl").read_text().splitlines():
-            if line.strip():
-                chosen.append(int(json.loads(line)["idx"]))
-    return (
-        torch.sort(torch.tensor(chosen, dtype=torch.long)).values,
-        torch.from_numpy(np.asarray(log_w, dtype=np.float64)),
+    if not dsir_available():
+        raise ImportError(_MISSING)
+    return dsir_select(
+        [pair_text(p) for p in pool],
+        [pair_text(p) for p in target],
+        budget,
+        seed=seed,
+        top_k=top_k,
+        ngrams=ngrams,
+        num_buckets=num_buckets,
+        min_example_length=min_example_length,
     )
