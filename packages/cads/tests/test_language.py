@@ -1,12 +1,23 @@
 """The language stand-in: stdlib families as sources, a held-out target family, the arms."""
 
+import sys
+
 import pytest
 import torch
 from cads.language import (
+    _window_text,
     byte_llama_factory,
     deploy_language,
+    dsir_language,
     select_language,
     stdlib_families,
+)
+
+from neurips25_core.dsir import dsir_available
+
+needs_dsir = pytest.mark.skipif(
+    not dsir_available(),
+    reason="data-selection (cads's peers extra) is not installed: uv sync --all-packages --extra peers",
 )
 
 
@@ -84,4 +95,41 @@ def test_arms_and_deployment(root):
     out = deploy_language(factory, d, w, 3, 4, seed=1)
     assert out == deploy_language(factory, d, w, 3, 4, seed=1) and out["test_bpb"] > 0
     with pytest.raises(ValueError, match="arm"):
-        select_language("dsir", factory, d, 3, 4, 0, 1, 2)
+        select_language("bogus", factory, d, 3, 4, 0, 1, 2)
+
+
+def test_window_text_is_lossless():
+    x = torch.tensor([[0, 10, 65, 200, 255], [32, 33, 127, 128, 9]])
+    assert [t.encode("latin-1") for t in _window_text(x)] == [bytes(r) for r in x.tolist()]
+
+
+@needs_dsir
+def test_dsir_arm_is_dsir_select_on_the_windows_and_deploys_its_windows(root):
+    from neurips25_core.dsir import dsir_select
+
+    d = stdlib_families(
+        target="gamma", per_source=6, seq_len=8, val_windows=3, test_windows=3, root=str(root)
+    )
+    factory = byte_llama_factory(0, hidden=8, layers=1, seq_len=8)
+    idx = select_language("dsir", factory, d, 2, 4, 3, 1, 2)
+    ref, log_w = dsir_select(_window_text(d.x), _window_text(d.val[0]), 8, seed=3)
+    assert torch.equal(idx, ref) and idx.dtype == torch.long and log_w.shape == (18,)
+    assert dsir_language(d, 100, 4, 3)[0].numel() == 9  # k capped at half the pool
+    mask = torch.zeros(18, dtype=torch.bool)
+    mask[idx] = True
+    assert deploy_language(factory, d, idx, 3, 4, seed=1) == deploy_language(
+        factory, d, mask, 3, 4, seed=1
+    )
+
+
+def test_dsir_bad_input_and_missing_peer(root, monkeypatch):
+    d = stdlib_families(
+        target="gamma", per_source=2, seq_len=8, val_windows=2, test_windows=2, root=str(root)
+    )
+    with pytest.raises(ValueError, match="steps"):
+        dsir_language(d, 0, 4, 0)
+    with pytest.raises(ValueError, match="batch_size"):
+        dsir_language(d, 1, 0, 0)
+    monkeypatch.setitem(sys.modules, "data_selection", None)
+    with pytest.raises(ImportError, match="peers"):
+        dsir_language(d, 1, 4, 0)

@@ -10,6 +10,10 @@ single-threaded (``single_thread``); times are process CPU seconds.
   each selection's makeup by kind and its CPU time. smoke: 100 images, B = 5, every arm, 1 seed;
   quick: 1200 images, B in {25, 400}, full/random/cleanlab/CADS-E, 2 seeds; full: B in
   {25, 100, 400, 1600}, every arm, 5 seeds.
+* ``language_quality``: test bits per byte on a held-out stdlib family (``cads.language``):
+  CADS-S vs uniform, size-proportional, the best single source (by validation) and DSIR toward
+  the target's validation text (``data-selection``, cads's ``peers`` extra; skipped with a message
+  when absent); CADS-S minus the strongest static arm by validation and minus DSIR, paired.
 * ``solver_speed``: CADS-E and ``BudgetedPBCS`` in one run on the same data: the solver CPU time
   until the deployed selection first reaches the validation loss both reach, and per outer step.
 * ``policy_step``: one CADS-E policy step (sample K = 4, score, leave-one-out gradient, clipped
@@ -153,10 +157,13 @@ def digits_quality(ctx: Context) -> None:
 
 @SUITE.case("language_quality", kind="quality")
 def language_quality(ctx: Context) -> None:
-    """Test bits per byte on a held-out stdlib family: CADS-S vs uniform, size-proportional and
-    the best single source."""
+    """Test bits per byte on a held-out stdlib family: CADS-S vs uniform, size-proportional, the
+    best single source and DSIR (the data-selection peer; skipped when absent)."""
     import json
 
+    import torch
+
+    from neurips25_core.dsir import dsir_available
     from neurips25_core.progress import progress_bar
 
     from .experiment import mean_ci
@@ -182,10 +189,14 @@ def language_quality(ctx: Context) -> None:
         val_windows=ctx.pick(smoke=8, quick=32, full=64),
         test_windows=ctx.pick(smoke=16, quick=64, full=256),
     )
-    ctx.log("language quality: DSIR (data-selection) arm not built; see the README's Not done")
-    tasks = [
-        (b, seed, arm) for b, seeds in runs_of for seed in range(seeds) for arm in LANGUAGE_ARMS
-    ]
+    arms = list(LANGUAGE_ARMS)
+    if not dsir_available():
+        ctx.log(
+            "language quality: DSIR arm skipped: data-selection (cads's peers extra) is not "
+            "installed (uv sync --all-packages --extra peers)"
+        )
+        arms.remove("dsir")
+    tasks = [(b, seed, arm) for b, seeds in runs_of for seed in range(seeds) for arm in arms]
     rows: dict[tuple[str, int], list[dict]] = {}
     weights_of: dict[str, list[float]] = {}
     best_cache: dict = {}
@@ -204,7 +215,10 @@ def language_quality(ctx: Context) -> None:
             row = deploy_language(factory, data, weights, b, batch, seed=10_000 + seed)
             row["seconds"] = seconds
             rows.setdefault((arm, b), []).append(row)
-            if arm in ("cads_s", "best_single"):
+            if not weights.is_floating_point():  # DSIR's windows: the share of each source
+                weights = torch.bincount(data.sources[weights], minlength=len(data.families))
+                weights = weights.double()
+            if arm in ("cads_s", "best_single", "dsir"):
                 weights_of[f"{arm} B={b} seed={seed}"] = (weights / weights.sum()).tolist()
     for (arm, b), rs in rows.items():
         test, half = mean_ci([r["test_bpb"] for r in rs])
@@ -222,22 +236,26 @@ def language_quality(ctx: Context) -> None:
             selection_cpu_s=round(sum(r["seconds"] for r in rs) / len(rs), 2),
         )
     for b, _ in runs_of:
-        static = ("uniform", "size_proportional", "best_single")
+        static = [a for a in arms if a != "cads_s"]  # DSIR included: it also reads validation
         best = min(static, key=lambda a: mean_ci([r["val_bpb"] for r in rows[(a, b)]])[0])
-        diffs = [
-            o["test_bpb"] - r["test_bpb"]
-            for o, r in zip(rows[("cads_s", b)], rows[(best, b)], strict=True)
-        ]
-        gap, half = mean_ci(diffs)
-        ctx.record(
-            "cads_s_minus_baseline",
-            gap,
-            "test bits/byte",
-            baseline=f"strongest static ({best})",
-            budget=b,
-            ci95=round(half, 4),
-            seeds=len(diffs),
-        )
+        rivals = {f"strongest static ({best})": best}
+        if "dsir" in arms:
+            rivals["DSIR"] = "dsir"
+        for label, rival in rivals.items():
+            diffs = [
+                o["test_bpb"] - r["test_bpb"]
+                for o, r in zip(rows[("cads_s", b)], rows[(rival, b)], strict=True)
+            ]
+            gap, half = mean_ci(diffs)
+            ctx.record(
+                "cads_s_minus_baseline",
+                gap,
+                "test bits/byte",
+                baseline=label,
+                budget=b,
+                ci95=round(half, 4),
+                seeds=len(diffs),
+            )
     ctx.path("language_weights.json").write_text(
         json.dumps({"families": list(data.families), "weights": weights_of}, indent=1)
     )

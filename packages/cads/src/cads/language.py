@@ -27,14 +27,16 @@ __all__ = [
     "bits_per_byte",
     "byte_llama_factory",
     "deploy_language",
+    "dsir_language",
     "lm_loss",
     "select_language",
     "stdlib_families",
 ]
 
 #: The language arms: uniform mixing, size-proportional mixing, the best single source (by
-#: validation bits per byte of a short run on each source) and CADS-S.
-LANGUAGE_ARMS = ("uniform", "size_proportional", "best_single", "cads_s")
+#: validation bits per byte of a short run on each source), DSIR toward the target family's
+#: validation text (the ``data-selection`` peer) and CADS-S.
+LANGUAGE_ARMS = ("uniform", "size_proportional", "best_single", "dsir", "cads_s")
 
 
 @dataclass
@@ -179,7 +181,8 @@ def deploy_language(
     batch_size: int,
     seed: int,
 ) -> dict[str, float]:
-    """Train a fresh model for exactly ``steps`` steps on the source mixture ``weights`` [S];
+    """Train a fresh model for exactly ``steps`` steps on the source mixture ``weights`` [S]
+    (floating point) or on the training windows ``weights`` indexes (int64, the DSIR arm);
     validation and test bits per byte."""
     from .budget import Budget
     from .train import budgeted_train
@@ -187,7 +190,7 @@ def deploy_language(
     model, _ = budgeted_train(
         factory,
         data.train,
-        weights.double(),
+        weights.double() if weights.is_floating_point() else weights,
         Budget(steps, batch_size),
         _adamw,
         torch.Generator().manual_seed(seed),
@@ -203,6 +206,36 @@ def _adamw(params: list) -> torch.optim.Optimizer:
     return torch.optim.AdamW(params, lr=3e-3, weight_decay=0.0)
 
 
+def _window_text(x: torch.Tensor) -> list[str]:
+    """Each byte window as text, one character per byte (latin-1: lossless for any byte)."""
+    return [bytes(row.tolist()).decode("latin-1") for row in x.to(torch.uint8)]
+
+
+def dsir_language(
+    data: LanguageData, steps: int, batch_size: int, seed: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """DSIR (``data-selection``'s hashed n-gram importance resampling, through
+    :func:`neurips25_core.dsir.dsir_select`) from the training windows toward the target family's
+    validation windows. It keeps ``k = min(steps * batch_size, n // 2)`` windows: what the budget
+    can see about once, and never more than half the pool (else it is no selection).
+
+    Returns ``(indices [k], log_importance_weights [n])``.
+
+    Raises:
+        ImportError: ``data-selection`` (cads's ``peers`` extra) is not installed.
+    """
+    from neurips25_core.dsir import dsir_select
+
+    steps = check_int("steps", steps, low=1)
+    batch_size = check_int("batch_size", batch_size, low=1)
+    seed = check_int("seed", seed, low=0)
+    n = data.x.shape[0]
+    if n < 2:
+        raise ValueError(f"data: DSIR needs at least 2 training windows, got {n}")
+    k = min(steps * batch_size, n // 2)
+    return dsir_select(_window_text(data.x), _window_text(data.val[0]), k, seed=seed)
+
+
 def select_language(
     arm: str,
     factory: Callable[[], nn.Module],
@@ -213,8 +246,9 @@ def select_language(
     outer_steps: int,
     probe_steps: int,
 ) -> torch.Tensor:
-    """Source weights [S] of ``arm`` (``LANGUAGE_ARMS``) at budget ``steps``. ``best_single``
-    trains ``min(steps, probe_steps)`` steps on each source and keeps the one with the lowest
+    """Source weights [S] of ``arm`` (``LANGUAGE_ARMS``) at budget ``steps``, or for ``dsir``
+    the indices of the windows it keeps (:func:`dsir_language`). ``best_single`` trains
+    ``min(steps, probe_steps)`` steps on each source and keeps the one with the lowest
     validation bits per byte."""
     from .budget import Budget
     from .config import CADSConfig
@@ -228,6 +262,8 @@ def select_language(
         return torch.ones(S, dtype=torch.float64)
     if arm == "size_proportional":
         return data.family_bytes / data.family_bytes.sum()
+    if arm == "dsir":
+        return dsir_language(data, steps, batch_size, check_int("seed", seed, low=0))[0]
     if arm == "best_single":
         short = min(steps, check_int("probe_steps", probe_steps, low=1))
         scores = []
