@@ -19,24 +19,28 @@ def test_suite_is_named_after_the_package_and_has_its_cases():
 
 
 def test_quality_sizes_follow_the_issue():
-    from lope.bench import QUALITY_SIZES
+    from lope.bench import QUALITY_SIZES, noise_rates, size_arms
     from lope.experiment import ARMS
 
     quick, full = QUALITY_SIZES["quick"], QUALITY_SIZES["full"]
-    assert quick["llama"]["hidden_size"] == 64 and quick["noise"] == (0.1,)
-    assert quick["steps_per_stage"] == 150 and quick["seeds"] == (0,)
-    assert {"lora_r4", "hydralora", "lope"} <= set(quick["arms"])
+    # --quick: 10 %, hidden 64, LoRA / HydraLoRA / LoPE, 150 steps per stage, one seed.
+    assert quick["llama"]["hidden_size"] == 64 and noise_rates(quick) == [0.1]
+    assert quick["steps_per_stage"] == 150
+    assert [seeds for _, seeds, _ in quick["runs"]] == [(0,)]
+    assert {"lora_r4", "hydralora", "lope"} <= set(size_arms(quick))
     assert full["llama"] == dict(hidden_size=96, num_layers=4, num_heads=4, intermediate_size=256)
     assert (full["n_train"], full["n_test"]) == (4000, 1000)
-    assert full["noise"] == (0.05, 0.1, 0.2, 0.3) and len(full["seeds"]) == 3
-    assert (
-        full["batch_size"] == 16
-        and full["epochs"] == 2
-        and full["lrs"] == (5e-4, 2e-3)
-        and set(full["arms"]) == set(ARMS)
-    )
+    assert noise_rates(full) == [0.05, 0.1, 0.2, 0.3]
+    assert full["batch_size"] == 16 and full["epochs"] == 2 and full["lrs"] == (5e-4, 2e-3)
+    assert full["steps_per_stage"] is None and size_arms(full) == list(ARMS)
+    # The headline arms run at every rate with at least 2 seeds (a CI), 3 at 10 %.
+    for rate in noise_rates(full):
+        for arm in ("lora_r4", "hydralora", "lope"):
+            seeds = {s for r, ss, arms in full["runs"] if r == rate and arm in arms for s in ss}
+            assert len(seeds) >= (3 if rate == 0.1 else 2), (rate, arm)
     smoke = QUALITY_SIZES["smoke"]
     assert smoke["llama"]["num_layers"] == 1 and smoke["n_train"] == 200
+    assert size_arms(smoke) == list(ARMS)
 
 
 @pytest.mark.slow  # ~20 s of CPU: a transformers import, the interpreter, a toy Llama step

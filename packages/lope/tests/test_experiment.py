@@ -97,3 +97,7 @@ def test_every_arm_trains_and_reports():
     assert all(torch.equal(v, base.state_dict()[k]) for k, v in before.items())
     with pytest.raises(ValueError, match="arms"):
         run_arms(base, data, ["lora_r3"], epochs=1, lr=1e-3, seed=0)
+    with pytest.raises(ValueError, match="router_examples"):
+        run_arms(base, data, ["lope"], epochs=1, lr=1e-3, seed=0, router_examples=0)
+    with pytest.raises(TypeError, match="router_examples"):
+        run_arms(base, data, ["lope"], epochs=1, lr=1e-3, seed=0, router_examples=1.5)

@@ -244,14 +244,20 @@ def run_arms(
     steps_per_stage: int | None = None,
     dropout: float = 0.05,
     progress: bool = False,
+    router_examples: int = 1000,
 ) -> dict[str, dict]:
     """Train and measure ``arms`` from copies of ``base``; ``{arm: metrics}``.
 
     ``steps_per_stage`` (quick mode) overrides ``epochs``: every stage then takes that many steps.
     Metrics: ``exact_match``, ``response_loss`` (clean test), per-family exact match,
     ``train_seconds`` and ``steps``; LoPE arms add ``delta_A_stage1``/``delta_A_stage2`` (‖ΔA‖_F
-    summed over layers) and ``router_mass_clean``/``router_mass_noisy`` (ω_D on the training set).
+    summed over layers) and ``router_mass_clean``/``router_mass_noisy`` (ω_D on the first
+    ``router_examples`` training examples, which are in random order).
     """
+    if isinstance(router_examples, bool) or not isinstance(router_examples, int):
+        raise TypeError(f"router_examples: expected an int, got {type(router_examples).__name__}")
+    if router_examples < 1:
+        raise ValueError(f"router_examples: expected a positive int, got {router_examples}")
     unknown = [a for a in arms if a not in ARMS]
     if unknown:
         raise ValueError(f"arms: unknown {unknown}, expected names from {ARMS}")
@@ -330,8 +336,8 @@ def run_arms(
             metrics["steps"] = 2 * steps
             metrics["delta_A_stage1"] = trained.delta_A["stage1"]
             metrics["delta_A_stage2"] = trained.delta_A["stage2"]
-            # The first 1,000 training examples (random order, ~the corrupted fraction) suffice.
-            mass = router_mass(model, x[:1000], data.flags[:1000])
+            # The first training examples (random order, ~the corrupted fraction) suffice.
+            mass = router_mass(model, x[:router_examples], data.flags[:router_examples])
             metrics["router_mass_clean"], metrics["router_mass_noisy"] = (
                 mass["clean"],
                 mass["noisy"],
