@@ -1,4 +1,4 @@
-"""CADSConfig: the solver's settings, checked on construction (the CADS solver itself is not built yet)."""
+"""CADSConfig: the solver's settings, checked on construction."""
 
 from __future__ import annotations
 
@@ -27,8 +27,14 @@ class CADSConfig:
     outer_lr: float = 0.05
     clip_norm: float = 3.0
     granularity: str = "example"
+    #: Train the K probe rollouts as one ``torch.func.vmap`` over stacked parameters (tiny
+    #: models; ``cads.vmap``): same batches and values as the loop, refused with a ValueError
+    #: for models with batch norm / dropout and for non-elementwise optimizers.
+    vectorize: bool = False
 
     def __post_init__(self) -> None:
+        if not isinstance(self.vectorize, bool):
+            raise TypeError(f"vectorize must be a bool, got {type(self.vectorize).__name__}")
         if not isinstance(self.budget, Budget):
             raise TypeError(f"budget must be a Budget, got {type(self.budget).__name__}")
         check_int("outer_steps", self.outer_steps, low=1)

@@ -12,6 +12,9 @@ Under an initialised ``torch.distributed`` group the K probes are split across r
 on rank k % world); their values are summed across ranks and every rank takes the same theta and
 policy steps, so the trajectory equals one process (tested with two gloo processes).
 
+``CADSConfig(vectorize=True)`` trains the K probes as one ``torch.func.vmap`` over stacked
+parameters (``cads.vmap``) with the same batches, hence the same values as the loop (tested).
+
 ``value="exact"`` replaces P_k by F(A_{ceil(tau B)}(m_k)), the validation loss of the probe model
 itself, and skips the theta steps: at tau = 1 the probe is A_B(m_k) and CADS reduces to
 ``BudgetedPBCS`` with ``TrainingValue(inner="budget")`` (same masks, seeds and policy steps; tested).
@@ -32,6 +35,7 @@ from .config import CADSConfig
 from .outer import PolicyOptimizer
 from .policies import BernoulliPolicy, TruncatedGaussianPolicy, policy_gradient
 from .train import _dataset, _selection, budgeted_train, default_optimizer
+from .vmap import budgeted_train_vmapped
 
 __all__ = ["CADS", "Selection"]
 
@@ -153,8 +157,27 @@ class CADS:
             ]
             inner = torch.zeros(len(selections), dtype=torch.float64)
             exact = torch.zeros(len(selections), dtype=torch.float64)
+            method = "loglinear" if len(ticks) >= 3 else "observed"
+            if cfg.vectorize:
+                mine = [k for k in range(len(selections)) if k % world == rank]
+                curves, evals = budgeted_train_vmapped(
+                    self.model_factory,
+                    (self.x, self.y),
+                    [selections[k] for k in mine],
+                    probe,
+                    self.optimizer_factory,
+                    [crn] * len(mine),
+                    checkpoints=ticks,
+                    loss_fn=self.loss_fn,
+                    sources=self.sources,
+                    eval_set=(self.x_val, self.y_val) if self.value == "exact" else None,
+                )
+                for i, k in enumerate(mine):
+                    inner[k] = float(budget_min(curves[i], cfg.budget, method=method))
+                    if evals is not None:
+                        exact[k] = evals[i].item()
             for k, sel in enumerate(selections):
-                if k % world != rank:
+                if cfg.vectorize or k % world != rank:
                     continue
                 model, curve = budgeted_train(
                     self.model_factory,
@@ -167,7 +190,6 @@ class CADS:
                     loss_fn=self.loss_fn,
                     sources=self.sources,
                 )
-                method = "loglinear" if len(ticks) >= 3 else "observed"
                 inner[k] = float(budget_min(curve, cfg.budget, method=method))
                 if self.value == "exact":
                     with torch.no_grad():
