@@ -40,7 +40,7 @@ def test_quality_sizes_follow_the_issue():
             assert len(seeds) >= (3 if rate == 0.1 else 2), (rate, arm)
     smoke = QUALITY_SIZES["smoke"]
     assert smoke["llama"]["num_layers"] == 1 and smoke["n_train"] == 200
-    assert size_arms(smoke) == list(ARMS)
+    assert {"lora_r4", "hydralora", "lope"} <= set(size_arms(smoke))
 
 
 @pytest.mark.slow  # ~20 s of CPU: a transformers import, the interpreter, a toy Llama step
