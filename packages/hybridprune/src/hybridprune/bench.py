@@ -34,11 +34,11 @@ def _sizes(mode: str) -> dict:
     reuses the ``quick`` teacher (same config and training, so the same cache entry) and adds
     every baseline, the Llama teacher, two seeds and 50 distillation steps (quick: 30). ``HYBRIDPRUNE_SCALE=paper``
     turns ``full`` into the issue's sizes (hidden-96 teacher, 800 steps at 16x128, 400 KD steps,
-    3 seeds, every student: about an hour of CPU on one idle core). ``HYBRIDPRUNE_SCALE=paper_kd200``
+    3 seeds, every student: 44 CPU-minutes with cached teachers, committed as ``results/paper``). ``HYBRIDPRUNE_SCALE=paper_kd200``
     is the same teachers (same cache entries) with 200 KD steps (and a 200-step scratch student)
     and five students: group-aware, ``"none"`` and random at 3 seeds, torch-pruning and the pruned
     Llama (depth-only, group_agnostic, flat_channel and Wanda left out): about 25 CPU-minutes, the
-    size committed as ``results/paper`` on the shared machine.
+    size committed as ``results/paper_kd200`` on the shared machine.
     """
     import os
 
