@@ -1,23 +1,49 @@
-"""GPU measurements for cads (issue 37): the solver-time ratio BudgetedPBCS / CADS per outer step.
+"""GPU measurements for cads (issue 37).
 
-* CADS-E vs ``BudgetedPBCS`` on a ResNet-18-sized CNN (four stages 64-128-256-512 of two 3x3
-  convolution blocks, about 11M parameters) on synthetic 32x32 images, 10 classes;
-* CADS-S vs ``BudgetedPBCS`` (source weights) on a random ~160M-parameter byte Llama (hidden 768,
-  12 layers) on random byte windows from 8 sources.
+* Solver-time ratio BudgetedPBCS / CADS per outer step: CADS-E vs ``BudgetedPBCS`` on a
+  ResNet-18-sized CNN (four stages 64-128-256-512 of two 3x3 convolution blocks, about 11M
+  parameters) on synthetic 32x32 images, 10 classes; CADS-S vs ``BudgetedPBCS`` (source weights) on
+  a random byte Llama (hidden 768, 12 layers; ``params`` in the output gives its exact size) on
+  random byte windows from 8 sources. Each solver runs ``--outer`` outer steps (K = 4, tau = 0.2)
+  from the same generator; the ratio is of the median per-step wall time (CUDA synchronised).
+* Language quality at B = 1600, seeds 0, 1, 2: ``bench.py``'s ``language_quality`` case at its
+  ``full`` settings (``stdlib_families(per_source=128, val_windows=64, test_windows=256)``, the
+  byte Llama of ``byte_llama_factory(seed)``, batch 8, 10 outer steps, 50 probe steps), every arm
+  of ``LANGUAGE_ARMS`` (DSIR only when ``data-selection`` is installed) through the same
+  ``select_language`` / ``deploy_language`` calls, data and models on the device; test and
+  validation bits per byte per arm and seed, their mean, and wall seconds per arm. The seeds run
+  in ``--language-workers`` concurrent processes (3 on a GPU: the tiny model is launch-bound, so
+  one process leaves the GPU mostly idle); each arm's seconds are then measured under that sharing.
+  ``--skip-language`` leaves it out.
 
-Each solver runs ``--outer`` outer steps (K = 4, tau = 0.2) from the same generator; the ratio is
-of the median per-step wall time (CUDA synchronised). ``--toy`` runs both at toy size on the CPU
-(tested), which measures nothing about a GPU. GPU numbers are not measured yet (README).
+``--toy`` runs everything at toy size on the CPU in one process (tested: B = 5, 2 outer steps,
+1 seed, 4 sources of 2 windows each), which measures nothing about a GPU. GPU numbers are not measured yet
+(README).
 
-    python packages/cads/benchmarks/gpu.py            # on a GPU (under 5 minutes on an H200)
+Time on an H200 -- an ESTIMATE, nothing here has run on a GPU. Ratio part: ~2,400 + ~500 steps of
+the byte Llama (about 2 TFLOP each in fp32, ~50 ms) and ~4,800 + ~1,000 CNN steps (~5 ms): about
+2.5-3 minutes. Language part: per seed 4 x 10 x 320 CADS-S probe steps + 34 sources x 50
+best-single probe steps + 5 arms x 1,600 deployment steps, about 22,600 steps of a hidden-64
+byte Llama at batch 8 x 64. Such a step costs 27 ms on one CPU core; on a GPU it is bound by
+kernel launches (a few hundred per step), guessed at ~4 ms, so ~90 s per seed, ~1.5-2 minutes for
+the 3 seeds in 3 concurrent processes (~4.5 minutes one after another). Whole script: about 4-5
+minutes, at the limit; ``--skip-language`` (or running it alone after the ratio part) keeps each
+run well inside it.
+
+    python packages/cads/benchmarks/gpu.py            # on a GPU (~4-5 minutes on an H200, estimate)
+    python packages/cads/benchmarks/gpu.py --skip-language
     python packages/cads/benchmarks/gpu.py --toy      # seconds, CPU
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
+import dataclasses
 import json
 import statistics
+import subprocess
+import sys
 import time
 
 import torch
@@ -128,15 +154,193 @@ def measure(toy: bool, outer: int) -> dict:
     return out
 
 
+def _sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def _language_settings(toy: bool) -> dict:
+    """``bench.py``'s ``language_quality`` at its ``full`` size (B = 1600), or toy sizes."""
+    if toy:
+        return dict(
+            per_source=2, val_windows=8, test_windows=16, budget=5, outer=2, probe=1, seeds=[0]
+        )
+    return dict(
+        per_source=128,
+        val_windows=64,
+        test_windows=256,
+        budget=1600,
+        outer=10,
+        probe=50,
+        seeds=[0, 1, 2],
+    )
+
+
+def language_seed(toy: bool, device: str, seed: int) -> dict:
+    """Every language arm at one seed: ``{arm: {"test_bpb", "val_bpb", "seconds"}}``.
+
+    The data are ``stdlib_families``' (CPU) with the training windows, source ids and the
+    validation/test pairs moved to ``device``; ``family_bytes`` stays on the CPU: the
+    size-proportional weights are built from it and ``budgeted_train`` masks the source weights
+    with a CPU tensor (``torch.where``), so weights on CUDA would not match. Models come from
+    ``byte_llama_factory(seed)``'s template moved to ``device`` once and copied per call (the same
+    initial weights). Arms that train nothing to select (uniform, size-proportional, DSIR) select
+    on the CPU copy (DSIR turns every window into text); the CPU index/weight tensors they return
+    then index the device tensors (indexing a CUDA tensor with CPU indices is allowed).
+    """
+    from cads.language import (
+        LANGUAGE_ARMS,
+        byte_llama_factory,
+        deploy_language,
+        select_language,
+        stdlib_families,
+    )
+
+    from neurips25_core.dsir import dsir_available
+
+    cfg = _language_settings(toy)
+    batch = 8
+    cpu_data = stdlib_families(
+        per_source=cfg["per_source"],
+        val_windows=cfg["val_windows"],
+        test_windows=cfg["test_windows"],
+    )
+    if toy:  # the first 4 sources only: best-single trains one probe per source
+        keep = cpu_data.sources < 4
+        cpu_data = dataclasses.replace(
+            cpu_data,
+            x=cpu_data.x[keep],
+            y=cpu_data.y[keep],
+            sources=cpu_data.sources[keep],
+            families=cpu_data.families[:4],
+            family_bytes=cpu_data.family_bytes[:4],
+        )
+    data = dataclasses.replace(
+        cpu_data,
+        x=cpu_data.x.to(device),
+        y=cpu_data.y.to(device),
+        sources=cpu_data.sources.to(device),
+        val=tuple(t.to(device) for t in cpu_data.val),
+        test=tuple(t.to(device) for t in cpu_data.test),
+    )
+    template = byte_llama_factory(seed)().to(device)
+
+    def factory() -> torch.nn.Module:
+        return copy.deepcopy(template)
+
+    arms = [a for a in LANGUAGE_ARMS if a != "dsir" or dsir_available()]
+    out: dict = {}
+    for arm in arms:
+        trains = arm in ("best_single", "cads_s")
+        _sync(device)
+        start = time.perf_counter()
+        weights = select_language(
+            arm,
+            factory,
+            data if trains else cpu_data,
+            cfg["budget"],
+            batch,
+            seed,
+            cfg["outer"],
+            cfg["probe"],
+        )
+        _sync(device)
+        selected = time.perf_counter()
+        row = deploy_language(factory, data, weights, cfg["budget"], batch, seed=10_000 + seed)
+        _sync(device)
+        done = time.perf_counter()
+        out[arm] = {
+            "test_bpb": row["test_bpb"],
+            "val_bpb": row["val_bpb"],
+            "seconds": done - start,
+            "select_s": selected - start,
+        }
+    return out
+
+
+def _language_worker(toy: bool, device: str, seed: int) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, __file__, "--language-seed", str(seed), "--device", device]
+        + (["--toy"] if toy else []),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+def language(toy: bool, device: str, workers: int) -> dict:
+    """The language arms at every seed (``workers`` > 1: one process per seed, at most
+    ``workers`` at a time); per arm the per-seed bits per byte, their means and the seconds."""
+    cfg = _language_settings(toy)
+    per_seed: dict[int, dict] = {}
+    start = time.perf_counter()
+    if workers <= 1:
+        for seed in cfg["seeds"]:
+            per_seed[seed] = language_seed(toy, device, seed)
+    else:
+        pending = list(cfg["seeds"])
+        while pending:
+            batch, pending = pending[:workers], pending[workers:]
+            procs = {seed: _language_worker(toy, device, seed) for seed in batch}
+            for seed, proc in procs.items():
+                stdout, _ = proc.communicate()
+                if proc.returncode:
+                    raise RuntimeError(
+                        f"language worker for seed {seed} failed ({proc.returncode})"
+                    )
+                per_seed[seed] = json.loads(stdout.strip().splitlines()[-1])
+    arms: dict = {}
+    for arm in per_seed[cfg["seeds"][0]]:
+        rows = [per_seed[s][arm] for s in cfg["seeds"]]
+        arms[arm] = {
+            "test_bpb": [r["test_bpb"] for r in rows],
+            "val_bpb": [r["val_bpb"] for r in rows],
+            "test_bpb_mean": statistics.fmean(r["test_bpb"] for r in rows),
+            "val_bpb_mean": statistics.fmean(r["val_bpb"] for r in rows),
+            "seconds": [r["seconds"] for r in rows],
+            "select_s": [r["select_s"] for r in rows],
+        }
+    return {
+        "budget": cfg["budget"],
+        "batch": 8,
+        "outer": cfg["outer"],
+        "probe_steps": cfg["probe"],
+        "seeds": cfg["seeds"],
+        "workers": max(1, min(workers, len(cfg["seeds"]))),
+        "wall_s": time.perf_counter() - start,
+        "arms": arms,
+    }
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--toy", action="store_true", help="toy sizes on the CPU (tested)")
     parser.add_argument("--outer", type=int, default=None, help="outer steps per solver")
+    parser.add_argument("--skip-language", action="store_true", help="leave out language quality")
+    parser.add_argument(
+        "--language-workers",
+        type=int,
+        default=None,
+        help="concurrent processes for the language seeds (default 3 on a GPU, 1 otherwise)",
+    )
+    parser.add_argument("--language-seed", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--device", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    device = "cpu" if args.toy or not torch.cuda.is_available() else "cuda"
+    if args.language_seed is not None:  # a worker of language(): one seed, JSON on stdout
+        result = language_seed(args.toy, args.device or device, args.language_seed)
+        print(json.dumps(result))
+        return result
     outer = args.outer if args.outer is not None else (2 if args.toy else 6)
     if outer < 1:
         parser.error("--outer must be >= 1")
+    workers = args.language_workers
+    if workers is None:
+        workers = 3 if device == "cuda" else 1
+    if workers < 1:
+        parser.error("--language-workers must be >= 1")
     result = measure(args.toy, outer)
+    if not args.skip_language:
+        result["language"] = language(args.toy, device, workers)
     print(json.dumps(result, indent=1))
     return result
 

@@ -1,4 +1,5 @@
-"""benchmarks/gpu.py runs at toy size on the CPU and reports finite per-step times and ratios."""
+"""benchmarks/gpu.py runs at toy size on the CPU and reports finite per-step times and ratios, and
+finite bits per byte and seconds for every language arm."""
 
 import importlib.util
 import math
@@ -22,8 +23,20 @@ def test_gpu_script_toy_mode_runs():
         assert all(
             math.isfinite(out[key][k]) and out[key][k] > 0 for k in ("cads_s", "pbcs_s", "ratio")
         )
+    lang = out["language"]
+    assert lang["budget"] == 5 and lang["seeds"] == [0] and lang["workers"] == 1
+    assert {"uniform", "size_proportional", "best_single", "cads_s"} <= set(lang["arms"])
+    for arm, row in lang["arms"].items():
+        for key in ("test_bpb", "val_bpb", "seconds", "select_s"):
+            assert len(row[key]) == 1 and all(math.isfinite(v) and v >= 0 for v in row[key]), arm
+        for key in ("test_bpb", "val_bpb"):
+            assert 0 < row[key][0] < 16, arm  # bits per byte of a barely trained byte model
+            assert row[f"{key}_mean"] == row[key][0], arm
+        assert row["seconds"][0] >= row["select_s"][0], arm
 
 
 def test_gpu_script_checks_outer():
     with pytest.raises(SystemExit):
         _script().main(["--toy", "--outer", "0"])
+    with pytest.raises(SystemExit):
+        _script().main(["--toy", "--language-workers", "0"])
