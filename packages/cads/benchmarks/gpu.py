@@ -41,6 +41,7 @@ import argparse
 import copy
 import dataclasses
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -258,12 +259,15 @@ def language_seed(toy: bool, device: str, seed: int) -> dict:
     return out
 
 
-def _language_worker(toy: bool, device: str, seed: int) -> subprocess.Popen:
+def _language_worker(toy: bool, device: str, seed: int, workers: int) -> subprocess.Popen:
+    # the workers share the cores (an OMP_NUM_THREADS already set is kept)
+    env = {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // workers)), **os.environ}
     return subprocess.Popen(
         [sys.executable, __file__, "--language-seed", str(seed), "--device", device]
         + (["--toy"] if toy else []),
         stdout=subprocess.PIPE,
         text=True,
+        env=env,
     )
 
 
@@ -280,7 +284,7 @@ def language(toy: bool, device: str, workers: int) -> dict:
         pending = list(cfg["seeds"])
         while pending:
             batch, pending = pending[:workers], pending[workers:]
-            procs = {seed: _language_worker(toy, device, seed) for seed in batch}
+            procs = {seed: _language_worker(toy, device, seed, workers) for seed in batch}
             for seed, proc in procs.items():
                 stdout, _ = proc.communicate()
                 if proc.returncode:

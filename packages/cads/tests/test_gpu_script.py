@@ -40,3 +40,16 @@ def test_gpu_script_checks_outer():
         _script().main(["--toy", "--outer", "0"])
     with pytest.raises(SystemExit):
         _script().main(["--toy", "--language-workers", "0"])
+
+
+@pytest.mark.slow
+def test_gpu_script_language_worker_process():
+    """The GPU path runs each language seed in a worker process (``--language-workers``); at toy
+    size on the CPU the one seed goes through that process and comes back as the in-process run."""
+    script = _script()
+    spawned = script.language(True, "cpu", 2)
+    inline = script.language(True, "cpu", 1)
+    assert spawned["arms"].keys() == inline["arms"].keys()
+    for arm, row in spawned["arms"].items():
+        assert row["test_bpb"] == inline["arms"][arm]["test_bpb"], arm
+        assert row["val_bpb"] == inline["arms"][arm]["val_bpb"], arm
