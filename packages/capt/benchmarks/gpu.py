@@ -30,26 +30,12 @@ import time
 import torch
 
 from neurips25_core.bench import environment, peak_live_bytes, peak_memory_cuda, time_fn
-from neurips25_core.models import llama_shape_config, tiny_llama_config
+from neurips25_core.models import benchmark_llama
 
 
 def _llama(toy: bool, device, dtype):
-    from transformers import LlamaForCausalLM
-
-    if toy:
-        config = tiny_llama_config(
-            hidden_size=64,
-            num_layers=2,
-            num_heads=4,
-            num_kv_heads=2,
-            intermediate_size=128,
-            vocab_size=260,
-            max_position_embeddings=256,
-        )
-    else:  # Llama-3.2-1B's shape (its config.json), random weights
-        config = llama_shape_config("llama-3.2-1b", max_position_embeddings=2048)
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(config).to(device=device, dtype=dtype).eval()
+    model = benchmark_llama(toy, device, dtype)  # Llama-3.2-1B's shape, random weights
+    torch.manual_seed(0)  # the adapters built next draw their initialisation from the global RNG
     for p in model.parameters():
         p.requires_grad_(False)
     return model

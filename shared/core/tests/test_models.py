@@ -245,3 +245,21 @@ def test_llama_shape_config_has_the_published_parameter_counts():
     )
     with pytest.raises(ValueError, match="name"):
         llama_shape_config("llama-9")
+
+
+def test_benchmark_llama_toy_is_seeded_and_leaves_the_global_rng():
+    from neurips25_core.models import benchmark_llama
+
+    torch.manual_seed(123)
+    before = torch.random.get_rng_state()
+    a = benchmark_llama(True, dtype=torch.float64)
+    assert torch.equal(torch.random.get_rng_state(), before)
+    b = benchmark_llama(True, dtype=torch.float64)
+    assert not a.training and a.config.hidden_size == 64 and a.config.vocab_size == 260
+    assert next(a.parameters()).dtype == torch.float64
+    for (n, p), q in zip(a.named_parameters(), b.parameters()):
+        assert torch.equal(p, q), n
+    c = benchmark_llama(True, seed=1)
+    assert not torch.equal(next(c.parameters()).double(), next(a.parameters()))
+    with pytest.raises(ValueError, match="name"):
+        benchmark_llama(False, shape="llama-9")

@@ -157,6 +157,34 @@ def llama_shape_config(name: str, **overrides: Any):
     return LlamaConfig(**{**LLAMA_SHAPES[name], **overrides})
 
 
+def benchmark_llama(
+    toy: bool,
+    device="cpu",
+    dtype: torch.dtype = torch.float32,
+    *,
+    shape: str = "llama-3.2-1b",
+    max_position_embeddings: int = 2048,
+    seed: int = 0,
+) -> nn.Module:
+    """A random-weight ``LlamaForCausalLM`` in eval mode for ``benchmarks/gpu.py`` scripts: the
+    published ``shape`` (``LLAMA_SHAPES``) or, with ``toy``, a CPU-testable miniature of it (hidden
+    64, 2 layers, 4 / 2 heads, MLP 128, 260 tokens, 256 positions). Seeded; the global RNG is
+    untouched."""
+    if toy:
+        config = tiny_llama_config(
+            hidden_size=64,
+            num_layers=2,
+            num_heads=4,
+            num_kv_heads=2,
+            intermediate_size=128,
+            vocab_size=260,
+            max_position_embeddings=256,
+        )
+    else:
+        config = llama_shape_config(shape, max_position_embeddings=max_position_embeddings)
+    return tiny_llama(config, seed=seed).to(device=device, dtype=dtype).eval()
+
+
 def tiny_llama(config=None, seed: int = 0) -> nn.Module:
     """A randomly initialised ``LlamaForCausalLM`` from ``config`` (default :func:`tiny_llama_config`)."""
     from transformers import LlamaForCausalLM
