@@ -118,6 +118,16 @@ def _step(
     optimizer.step()
 
 
+def _checkpoint_ticks(checkpoints, budget: Budget) -> list[int]:
+    """The sorted, distinct checkpoint steps, each in ``[0, budget.steps]`` (``[]`` for None)."""
+    if checkpoints is None:
+        return []
+    ticks = sorted({check_int("checkpoints", t, low=0) for t in checkpoints})
+    if ticks and ticks[-1] > budget.steps:
+        raise ValueError(f"checkpoints must be <= budget.steps = {budget.steps}, got {ticks[-1]}")
+    return ticks
+
+
 def budgeted_train(
     model_factory: Callable[[], nn.Module],
     dataset: tuple[torch.Tensor, torch.Tensor],
@@ -147,13 +157,7 @@ def budgeted_train(
     check_generator(generator)
     x, y = _dataset(dataset)
     pools, probs = _selection(selection, x.shape[0], sources)
-    ticks: list[int] = []
-    if checkpoints is not None:
-        ticks = sorted({check_int("checkpoints", t, low=0) for t in checkpoints})
-        if ticks and ticks[-1] > budget.steps:
-            raise ValueError(
-                f"checkpoints must be <= budget.steps = {budget.steps}, got {ticks[-1]}"
-            )
+    ticks = _checkpoint_ticks(checkpoints, budget)
     model = model_factory()
     if not isinstance(model, nn.Module):
         raise TypeError("model_factory must return an nn.Module")

@@ -22,7 +22,7 @@ from torch import nn
 
 from ._checks import check_int
 from .budget import Budget
-from .train import _dataset, _probe_batch, _selection
+from .train import _checkpoint_ticks, _dataset, _probe_batch, _selection
 
 __all__ = ["ELEMENTWISE_OPTIMIZERS", "budgeted_train_vmapped", "check_vmappable"]
 
@@ -100,13 +100,7 @@ def budgeted_train_vmapped(
         raise ValueError(f"seeds must be a list of {len(selections)} ints (one per selection)")
     seeds = [check_int("seeds", s, low=0) for s in seeds]
     x, y = _dataset(dataset)
-    ticks: list[int] = []
-    if checkpoints is not None:
-        ticks = sorted({check_int("checkpoints", t, low=0) for t in checkpoints})
-        if ticks and ticks[-1] > budget.steps:
-            raise ValueError(
-                f"checkpoints must be <= budget.steps = {budget.steps}, got {ticks[-1]}"
-            )
+    ticks = _checkpoint_ticks(checkpoints, budget)
     model = model_factory()
     if not isinstance(model, nn.Module):
         raise TypeError("model_factory must return an nn.Module")
