@@ -114,3 +114,35 @@ def test_mean_ci_is_student_t():
     mean, half = quality.mean_ci([1.0, 2.0, 3.0])
     assert mean == 2.0 and abs(half - 4.302652729911275 / 3**0.5) < 1e-9
     assert quality.mean_ci([0.5]) == (0.5, 0.0)
+
+
+@pytest.mark.slow  # spawns two worker processes (~6 s wall)
+def test_quality_runs_in_two_workers_equal_one_process(tmp_path, monkeypatch):
+    """``CAPT_WORKERS``: every run is seeded and single-threaded, so two processes give the same
+    results bit for bit (the step times aside)."""
+    from capt import bench
+
+    from neurips25_core.parallel import process_map
+
+    monkeypatch.setenv("NEURIPS25_CACHE", str(tmp_path))
+    plan = bench.PLANS["smoke"]
+    jobs = [("smoke", plan, arm, "T1", 1e-2, seed) for arm in ("capt", "pt1") for seed in (0, 1)]
+    one = process_map(bench._run, jobs, workers=1, progress=False)
+    two = process_map(bench._run, jobs, workers=2, progress=False)
+
+    def strip(r):
+        return {k: v for k, v in r.items() if "seconds" not in k}
+
+    assert [strip(r) for r in one] == [strip(r) for r in two]
+    assert [(r["arm"], r["seed"]) for r in two] == [(j[2], j[5]) for j in jobs]
+
+
+def test_workers_default_to_two_for_full_only(monkeypatch):
+    from capt import bench
+
+    monkeypatch.delenv("CAPT_WORKERS", raising=False)
+    assert bench._workers("quick") == 1
+    assert bench._workers("full") == min(2, __import__("os").cpu_count() or 1)
+    monkeypatch.setenv("CAPT_WORKERS", "0")
+    with pytest.raises(ValueError, match="CAPT_WORKERS"):
+        bench._workers("full")

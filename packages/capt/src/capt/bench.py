@@ -18,11 +18,14 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
+import os
 
 import torch
 
 from neurips25_core.bench import Context, Suite, compare, peak_live_bytes, plot_bars, single_thread
+from neurips25_core.parallel import process_map, workers_from_env
 
 from .quality import ARMS
 
@@ -197,13 +200,58 @@ def _family(arm: str) -> str:
     return "lora" if arm == "peft_lora4" else "prompt"
 
 
-def _quality(ctx: Context, plan: Plan) -> None:
-    from neurips25_core.progress import progress_bar
-
+@functools.lru_cache(maxsize=2)
+def _state(mode: str, plan: Plan) -> tuple:
+    """The base and the task splits of a run (built once per process: workers rebuild their own)."""
     from . import quality
     from .tasks import make_task
 
-    base = quality.pretrained_base(ctx.mode)
+    base = quality.pretrained_base(mode, progress=False)
+    data = {}
+    for task in plan.tasks:
+        data[task] = {
+            "train": make_task(task, plan.n_train, "train", seed=0),
+            "val": make_task(task, plan.n_val, "train", seed=1) if plan.n_val else None,
+            "test": make_task(task, plan.n_test, "test", seed=2),
+        }
+    return base, data
+
+
+def _run(job: tuple) -> dict:
+    """One training run: ``job = (mode, plan, arm, task, lr, seed)``; its accuracy and diagnostics."""
+    from . import quality
+
+    mode, plan, arm, task, lr, seed = job
+    base, data = _state(mode, plan)
+    ids, labels, spec = data[task]["train"]
+    model = quality.build_arm(arm, base, seed=seed)
+    info = quality.fit(model, ids, labels, spec, plan.steps, lr, seed=seed)
+    r = {"arm": arm, "task": task, "lr": lr, "seed": seed, **info}
+    for split in ("val", "test"):
+        if data[task][split] is not None:
+            x, y, _ = data[task][split]
+            r[split] = quality.accuracy(model, x, y, spec)
+    test_ids = data[task]["test"][0][: plan.n_attention]
+    if quality.PROMPT_SLOTS[arm] is not None:
+        r["slot0_attention"] = quality.slot_attention(model, test_ids, quality.PROMPT_SLOTS[arm])
+    if arm == "peft_pt20":  # Finding II: the instance token in front, no retraining
+        x, y, _ = data[task]["test"]
+        r["finding_two"] = quality.finding_two(model, base, x, y, spec)
+    return r
+
+
+def _workers(mode: str) -> int:
+    """Training processes: ``CAPT_WORKERS``, default 2 for ``--full`` (one per core of the
+    reference machine) and 1 otherwise. Every run is seeded and single-threaded, so the results
+    do not depend on the count."""
+    default = min(2, os.cpu_count() or 1) if mode == "full" else 1
+    return workers_from_env("CAPT_WORKERS", default)
+
+
+def _quality(ctx: Context, plan: Plan) -> None:
+    from . import quality
+
+    base, _ = _state(ctx.mode, plan)
     meta = getattr(base, "neurips25_meta", {})
     ctx.log(
         f"quality: base width {base.config.hidden_size}, {base.config.num_hidden_layers} layers, "
@@ -213,61 +261,45 @@ def _quality(ctx: Context, plan: Plan) -> None:
     if not quality.peft_available():
         ctx.log("quality: peft not installed (install the 'peers' extra); skipping its arms")
         arms = [a for a in arms if not a.startswith("peft_")]
-    data = {}
-    for task in plan.tasks:
-        data[task] = {
-            "train": make_task(task, plan.n_train, "train", seed=0),
-            "val": make_task(task, plan.n_val, "train", seed=1) if plan.n_val else None,
-            "test": make_task(task, plan.n_test, "test", seed=2),
-        }
-    runs: list[dict] = []
+    workers = _workers(ctx.mode)
+    if workers > 1:
+        ctx.log(f"quality: {workers} worker processes, one thread each (CAPT_WORKERS)")
 
-    def run(arm: str, task: str, lr: float, seed: int) -> dict:
-        ids, labels, spec = data[task]["train"]
-        model = quality.build_arm(arm, base, seed=seed)
-        info = quality.fit(model, ids, labels, spec, plan.steps, lr, seed=seed)
-        r = {"arm": arm, "task": task, "lr": lr, "seed": seed, **info}
-        for split in ("val", "test"):
-            if data[task][split] is not None:
-                x, y, _ = data[task][split]
-                r[split] = quality.accuracy(model, x, y, spec)
-        test_ids = data[task]["test"][0][: plan.n_attention]
-        if quality.PROMPT_SLOTS[arm] is not None:
-            r["slot0_attention"] = quality.slot_attention(
-                model, test_ids, quality.PROMPT_SLOTS[arm]
-            )
-        if arm == "peft_pt20":  # Finding II: the instance token in front, no retraining
-            x, y, _ = data[task]["test"]
-            r["finding_two"] = quality.finding_two(model, base, x, y, spec)
+    def log(job: tuple, r: dict) -> None:
         ctx.log(
-            f"{task} {arm} lr={lr:g} seed={seed}: test {r['test']:.3f}"
+            f"{r['task']} {r['arm']} lr={r['lr']:g} seed={r['seed']}: test {r['test']:.3f}"
             + (f" val {r['val']:.3f}" if "val" in r else "")
             + f", loss {r['loss_start']:.2f} -> {r['loss_end']:.2f}"
             f" ({r['step_seconds'] * 1e3:.1f} ms/step, {r['cpu_seconds']:.0f} CPU s)"
         )
-        runs.append(r)
-        return r
 
-    with single_thread():
-        first_task, first_seed = plan.tasks[0], plan.seeds[0]
-        best = {a: LR_DEFAULT[_family(a)] for a in arms}
-        if plan.sweep:
-            items = [(a, lr) for a in arms for lr in LR_GRID[_family(a)]]
-            for arm, lr in progress_bar(items, desc="lr sweep (T1, seed 0)"):
-                run(arm, first_task, lr, first_seed)
-            for arm in arms:
-                tried = [r for r in runs if r["arm"] == arm]
-                best[arm] = max(tried, key=lambda r: (r["val"], -r["loss_end"]))["lr"]
-        done = {(r["arm"], r["task"], r["lr"], r["seed"]) for r in runs}
-        items = [
-            (a, t, s)
-            for t in plan.tasks
-            for s in plan.seeds
-            for a in arms
-            if (a, t, best[a], s) not in done
-        ]
-        for arm, task, seed in progress_bar(items, desc="quality runs"):
-            run(arm, task, best[arm], seed)
+    def jobs(items: list[tuple], desc: str) -> list[dict]:
+        return process_map(
+            _run,
+            [(ctx.mode, plan, *item) for item in items],
+            workers=workers,
+            desc=desc,
+            on_result=log,
+        )
+
+    runs: list[dict] = []
+    first_task, first_seed = plan.tasks[0], plan.seeds[0]
+    best = {a: LR_DEFAULT[_family(a)] for a in arms}
+    if plan.sweep:
+        items = [(a, first_task, lr, first_seed) for a in arms for lr in LR_GRID[_family(a)]]
+        runs += jobs(items, "lr sweep (T1, seed 0)")
+        for arm in arms:
+            tried = [r for r in runs if r["arm"] == arm]
+            best[arm] = max(tried, key=lambda r: (r["val"], -r["loss_end"]))["lr"]
+    done = {(r["arm"], r["task"], r["lr"], r["seed"]) for r in runs}
+    items = [
+        (a, t, best[a], s)
+        for t in plan.tasks
+        for s in plan.seeds
+        for a in arms
+        if (a, t, best[a], s) not in done
+    ]
+    runs += jobs(items, "quality runs")
     _summarise(ctx, plan, arms, runs, best)
 
 
