@@ -56,3 +56,30 @@ def test_gpu_script_toy(tmp_path):
     passes = [r["train_passes"] for r in result["runs"]]
     assert passes == [2 * 96, 2 * 48, 2 * 19]  # k = round((1 - p) n) per child, two children
     assert all(r["images_per_second"] > 0 for r in result["runs"])
+
+
+def test_full_plan_is_the_issues():
+    """--full: digits 30 epochs x 3 seeds with brevitas at 2/4/8 bits; synthetic 10k, 10 epochs, 1 seed."""
+    from multibitq.bench import _jobs, _quality_runs, _quality_sizes
+
+    digits, synthetic = _quality_sizes("full"), _quality_sizes("full", "synthetic")
+    assert (digits["epochs"], digits["seeds"], digits["brevitas_bits"]) == (
+        30,
+        (0, 1, 2),
+        (2, 4, 8),
+    )
+    assert (synthetic["n"], synthetic["epochs"], synthetic["seeds"]) == (10_000, 10, (0,))
+    jobs = _jobs("full")
+    assert [j[1:3] for j in jobs[:3]] == [("digits", s) for s in (0, 1, 2)]
+    assert [j[3] for j in jobs[3:]] == [(n,) for n in _quality_runs("full", "synthetic")]
+    assert _jobs("quick") == [("quick", "digits", 0, None)]
+
+
+def test_synthetic_job_runs_at_smoke_size():
+    from multibitq.bench import _quality_job
+
+    rows = _quality_job(("smoke", "synthetic", 0, ("ours p=0.8", "random p=0.8")))
+    assert set(rows) == {"ours p=0.8", "random p=0.8"}
+    for row in rows.values():
+        assert set(row["accuracy"]) == {2, 32} and set(row["unseen"]) == {3}
+        assert row["train_passes"] == 2 * 60  # k = round(0.2 * 300) per child, two children

@@ -6,7 +6,8 @@ workspace tests run each case in smoke mode on an empty checkpoint cache.
 Cases: ``correction_overhead`` (speed), the per-step cost of the weight bias correction;
 ``epoch_cost`` (speed), the time and sample passes of one re-scoring cycle of ours against
 Any-Precision and joint training; ``reduced_reproduction`` (quality), scikit-learn digits.
-The brevitas peer is not installed (see the README): the quality case says so and skips it.
+The brevitas peer (the ``peers`` extra) runs in the quality case when installed; the case says
+so and skips it when it is not.
 """
 
 from __future__ import annotations
@@ -164,11 +165,19 @@ def epoch_cost(ctx: Context) -> None:
         )
 
 
-def _quality_runs(mode: str) -> dict[str, dict]:
+def _quality_runs(mode: str, dataset: str = "digits") -> dict[str, dict]:
     runs = {
         "Any-Precision": dict(method="anyprecision", bn="switchable", correction="none"),
         "ours p=0.8": dict(method="ours", bn="shared", correction="mean_var", prune_rate=0.8),
     }
+    if dataset == "synthetic":  # the p = 0.8 question with 8,000 samples per child-epoch
+        return {
+            **runs,
+            "joint + correction": dict(method="joint", bn="shared", correction="mean_var"),
+            "random p=0.8": dict(
+                method="ours", bn="shared", correction="mean_var", prune_rate=0.8, coreset="random"
+            ),
+        }
     if mode != "full":
         return runs
     return {
@@ -186,44 +195,107 @@ def _quality_runs(mode: str) -> dict[str, dict]:
     }
 
 
-def _brevitas_available() -> bool:
-    """Whether the peer is installed. Its arm is not built (see the README): the case says so."""
-    import importlib.util
-
-    return importlib.util.find_spec("brevitas") is not None
+#: The brevitas peer's arm: Dedicated QAT with brevitas's quantizers, one model per bit-width.
+BREVITAS = "brevitas Dedicated"
 
 
-def _quality_sizes(mode: str) -> dict:
+def _quality_sizes(mode: str, dataset: str = "digits") -> dict:
+    if dataset == "synthetic":  # the issue's --full addition: 10k 16x16 images, 10 epochs, 1 seed
+        return dict(
+            n={"smoke": 300, "quick": 1000, "full": 10_000}[mode],
+            n_test={"smoke": 100, "quick": 500, "full": 2000}[mode],
+            width={"smoke": 4, "quick": 16, "full": 16}[mode],
+            bits={"smoke": (2, 32), "quick": (2, 4, 32), "full": (1, 2, 4, 8, 32)}[mode],
+            unseen={"smoke": (3,), "quick": (3,), "full": (3, 5, 6)}[mode],
+            epochs={"smoke": 1, "quick": 2, "full": 10}[mode],
+            seeds=(0,),
+            brevitas_bits=(),
+        )
     return dict(
         n={"smoke": 200, "quick": None, "full": None}[mode],
         width={"smoke": 4, "quick": 16, "full": 16}[mode],
         bits={"smoke": (2, 32), "quick": (2, 4, 32), "full": (1, 2, 4, 8, 32)}[mode],
         unseen={"smoke": (3,), "quick": (3,), "full": (3, 5, 6)}[mode],
-        epochs={"smoke": 1, "quick": 5, "full": 8}[mode],
-        seeds={"smoke": (0,), "quick": (0,), "full": (0, 1)}[mode],
+        epochs={"smoke": 1, "quick": 5, "full": 30}[mode],
+        seeds={"smoke": (0,), "quick": (0,), "full": (0, 1, 2)}[mode],
+        brevitas_bits={"smoke": (2,), "quick": (4,), "full": (2, 4, 8)}[mode],
     )
 
 
-def _quality_seed(mode: str, seed: int) -> dict[str, dict]:
-    """Every run of the quality case for one seed: ``{run: row}`` (a process of its own in full)."""
+def _datasets(mode: str, dataset: str):
+    size = _quality_sizes(mode, dataset)
+    if dataset == "digits":
+        return _digits_subset(size["n"])
+    from multibitq.datasets import synthetic_images
+
+    return synthetic_images(n=size["n"], seed=0), synthetic_images(n=size["n_test"], seed=1)
+
+
+def _brevitas_rows(mode: str, dataset: str, seed: int, train_set, test_set) -> dict:
+    """The peer: brevitas's QAT layers on the same network, one model per bit-width, trained with
+    Dedicated's recipe (:func:`multibitq.training.train_classifier`)."""
+    from multibitq.modules import resnet_multibit
+    from multibitq.peers import brevitas_resnet, classifier_accuracy
+    from multibitq.training import train_classifier
+
+    size = _quality_sizes(mode, dataset)
+    torch.manual_seed(seed)
+    float_model = resnet_multibit(8, 1, 10, size["width"])
+    x_check = train_set.tensors[0][:32]
+    with torch.no_grad():  # the same network with every quantizer off: outputs equal first
+        if not torch.equal(
+            brevitas_resnet(float_model, None).eval()(x_check), float_model.eval()(x_check)
+        ):
+            raise AssertionError("brevitas's network differs from ours with quantizers off")
+    acc, cpu, seconds, passes = {}, 0.0, 0.0, 0
+    for b in size["brevitas_bits"]:
+        model = brevitas_resnet(float_model.train(), b)
+        cpu0 = time.process_time()
+        h = train_classifier(model, train_set, size["epochs"], seed=seed)
+        cpu += time.process_time() - cpu0
+        seconds += h.seconds
+        passes += h.train_passes
+        acc[b] = classifier_accuracy(model, test_set.tensors)
+    return dict(
+        seed=seed,
+        accuracy=acc,
+        unseen={},
+        mean=statistics.fmean(acc.values()),
+        seconds=seconds,
+        cpu_seconds=cpu,
+        passes=float(passes),
+        train_passes=passes,
+        score_forwards=0,
+        mismatch=float("nan"),
+        angle=float("nan"),
+    )
+
+
+def _quality_job(job: tuple) -> dict[str, dict]:
+    """The runs of one job ``(mode, dataset, seed, names)`` (``names=None``: every run of the
+    dataset, the brevitas peer included when installed): ``{run: row}``."""
     from multibitq.data import recalibrate_bn
     from multibitq.diagnostics import activation_mismatch, gradient_angles
     from multibitq.modules import MultiBitConfig, convert_, resnet_multibit
+    from multibitq.peers import brevitas_available
     from multibitq.training import evaluate, train_multibit
 
-    size = _quality_sizes(mode)
+    mode, dataset, seed, names = job
+    size = _quality_sizes(mode, dataset)
     bits, unseen, width, epochs = size["bits"], size["unseen"], size["width"], size["epochs"]
-    train_set, test_set = _digits_subset(size["n"])
+    train_set, test_set = _datasets(mode, dataset)
     calib = torch.utils.data.DataLoader(train_set, batch_size=256, shuffle=False)
+    runs = _quality_runs(mode, dataset)
+    if names is not None:
+        runs = {k: v for k, v in runs.items() if k in names}
     rows = {}
     with single_thread():
         # one untimed step first: the first training call of a process pays lazy initialisation
         warm_cfg = MultiBitConfig(bits=(32,))
         warm = convert_(resnet_multibit(8, 1, 10, 4), warm_cfg)
-        train_multibit(
-            warm, train_set.tensors, warm_cfg, "joint", epochs=1, batch_size=len(train_set)
-        )
-        for name, spec in _quality_runs(mode).items():
+        x_warm, y_warm = train_set.tensors[0][:64], train_set.tensors[1][:64]
+        train_multibit(warm, (x_warm, y_warm), warm_cfg, "joint", epochs=1, batch_size=64)
+        for name, spec in runs.items():
             spec = dict(spec)
             method = spec.pop("method")
             coreset = spec.pop("coreset", "bitwise")
@@ -264,7 +336,31 @@ def _quality_seed(mode: str, seed: int) -> dict[str, dict]:
                 mismatch=mismatch,
                 angle=angles,
             )
+        want_peer = names is None or BREVITAS in names
+        if want_peer and size["brevitas_bits"] and brevitas_available():
+            rows[BREVITAS] = _brevitas_rows(mode, dataset, seed, train_set, test_set)
     return rows
+
+
+def _workers(mode: str) -> int:
+    """Processes for the quality jobs: ``MULTIBITQ_WORKERS``, default 2 for ``--full`` (one per
+    core of the reference machine), 1 otherwise. Every run is seeded and single-threaded, so the
+    results do not depend on the count."""
+    import os
+
+    from neurips25_core.parallel import workers_from_env
+
+    return workers_from_env(
+        "MULTIBITQ_WORKERS", min(2, os.cpu_count() or 1) if mode == "full" else 1
+    )
+
+
+def _jobs(mode: str) -> list[tuple]:
+    """Digits: one job per seed (every run); synthetic (full only): one job per run, largest first."""
+    jobs = [(mode, "digits", seed, None) for seed in _quality_sizes(mode)["seeds"]]
+    if mode == "full":
+        jobs += [(mode, "synthetic", 0, (name,)) for name in _quality_runs(mode, "synthetic")]
+    return jobs
 
 
 @SUITE.case(
@@ -272,33 +368,34 @@ def _quality_seed(mode: str, seed: int) -> dict[str, dict]:
     kind="quality",
     description="scikit-learn digits, PreAct ResNet (3 stages x 1 block): per-bit and mean test "
     "accuracy, unseen bits without calibration, mismatch, gradient angles, training cost; "
-    "baseline Any-Precision (switchable BN, recursive distillation)",
+    "baseline Any-Precision (switchable BN, recursive distillation); peer brevitas Dedicated; "
+    "--full adds the synthetic 16x16 set (10k images, 10 epochs, one seed)",
 )
 def reduced_reproduction(ctx: Context) -> None:
-    size = _quality_sizes(ctx.mode)
-    seeds = size["seeds"]
-    ctx.log(
-        "brevitas (peer: Dedicated QAT, one model per bit-width) is skipped: "
-        + (
-            "installed, but its arm is not built yet (README, Not done)"
-            if _brevitas_available()
-            else "not installed; it is kept out of the lock because it moves the workspace's "
-            "setuptools from 84 to 80 (README, Not done)"
-        )
-    )
-    if len(seeds) == 1:
-        per_seed = [_quality_seed(ctx.mode, seeds[0])]
-    else:  # one process per seed (each single-threaded): the seeds are independent
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
+    from multibitq.peers import brevitas_available
+    from neurips25_core.parallel import process_map
 
-        with ProcessPoolExecutor(
-            len(seeds), mp_context=multiprocessing.get_context("spawn")
-        ) as pool:
-            per_seed = list(pool.map(_quality_seed, [ctx.mode] * len(seeds), seeds))
-    rows = {name: [rs[name] for rs in per_seed] for name in per_seed[0]}
-    n = len(_digits_subset(size["n"])[0])
-    _report_quality(ctx, rows, size["bits"], size["unseen"], size["epochs"], seeds, n)
+    if not brevitas_available():
+        ctx.log("brevitas (the peer, the 'peers' extra) is not installed: its arm is skipped")
+    jobs = _jobs(ctx.mode)
+    workers = _workers(ctx.mode)
+    if workers > 1:
+        ctx.log(f"quality: {len(jobs)} jobs in {workers} processes, one thread each")
+    results = process_map(_quality_job, jobs, workers=workers, desc="multibitq quality")
+    for dataset in ("digits", "synthetic"):
+        per_job = [r for job, r in zip(jobs, results, strict=True) if job[1] == dataset]
+        if not per_job:
+            continue
+        size = _quality_sizes(ctx.mode, dataset)
+        if dataset == "digits":
+            rows = {name: [rs[name] for rs in per_job] for name in per_job[0]}
+        else:
+            rows = {name: [row] for rs in per_job for name, row in rs.items()}
+        n = len(_datasets(ctx.mode, dataset)[0])
+        _report_quality(
+            ctx, rows, size["bits"], size["unseen"], size["epochs"], size["seeds"], n, dataset,
+            size["brevitas_bits"],
+        )  # fmt: skip
 
 
 def _mean_over_seeds(values: list[float]) -> tuple[float, float]:
@@ -308,29 +405,51 @@ def _mean_over_seeds(values: list[float]) -> tuple[float, float]:
     return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
 
 
-def _report_quality(ctx, rows, bits, unseen, epochs, seeds, n) -> None:
+def _report_quality(
+    ctx, rows, bits, unseen, epochs, seeds, n, dataset="digits", peer_bits=()
+) -> None:
     from neurips25_core.bench import plot_lines
 
     base = rows["Any-Precision"]
     base_mean, _ = _mean_over_seeds([r["mean"] for r in base])
     base_passes, _ = _mean_over_seeds([r["passes"] for r in base])
     base_seconds, _ = _mean_over_seeds([r["cpu_seconds"] for r in base])
+    peer_bits = tuple(b for b in peer_bits if b in bits) if BREVITAS in rows else ()
+    n_test = len(_datasets(ctx.mode, dataset)[1])
     lines = [
-        f"digits ({n} train / 360 test), {epochs} epochs, seeds {list(seeds)}, trained bits "
-        f"{list(bits)}, unseen {list(unseen)} (Any-Precision: after recalibrate_bn; shared-BN "
-        "runs: no calibration). Accuracy in %, mean ± std over seeds.",
+        f"{dataset} ({n} train / {n_test} test), {epochs} epochs, seeds {list(seeds)}, trained "
+        f"bits {list(bits)}, unseen {list(unseen)} (Any-Precision: after recalibrate_bn; "
+        "shared-BN runs: no calibration). Accuracy in %, mean ± std over seeds."
+        + (
+            f" {BREVITAS}: brevitas's QAT layers on the same network, one model per bit-width "
+            f"at {list(peer_bits)} bits only; 'mean {'/'.join(map(str, peer_bits))}' compares "
+            "every run on those bits."
+            if peer_bits
+            else ""
+        ),
         "",
         "| run | "
         + " | ".join(f"{b} bit" for b in bits)
         + " | mean | "
+        + (f"mean {'/'.join(map(str, peer_bits))} | " if peer_bits else "")
         + " | ".join(f"{b} bit (unseen)" for b in unseen)
         + " | mismatch @"
         + f"{min(bits)} bit | angle ° | sample passes | speed-up (passes) | CPU s | speed-up (CPU) |",
-        "|---|" + "---:|" * (len(bits) + len(unseen) + 7),
+        "|---|" + "---:|" * (len(bits) + len(unseen) + 7 + bool(peer_bits)),
     ]
     series = {}
     for name, rs in rows.items():
-        per_bit = {b: _mean_over_seeds([100 * r["accuracy"][b] for r in rs]) for b in bits}
+        per_bit = {
+            b: _mean_over_seeds([100 * r["accuracy"][b] for r in rs if b in r["accuracy"]])
+            for b in bits
+        }
+        peer_mean = (
+            _mean_over_seeds(
+                [statistics.fmean(100 * r["accuracy"][b] for b in peer_bits) for r in rs]
+            )
+            if peer_bits
+            else None
+        )
         per_unseen = {
             b: _mean_over_seeds([100 * r["unseen"][b] for r in rs if b in r["unseen"]])
             for b in unseen
@@ -340,8 +459,10 @@ def _report_quality(ctx, rows, bits, unseen, epochs, seeds, n) -> None:
         angle, _ = _mean_over_seeds([r["angle"] for r in rs])
         passes, _ = _mean_over_seeds([r["passes"] for r in rs])
         cpu, _ = _mean_over_seeds([r["cpu_seconds"] for r in rs])
-        cells = [f"{m:.1f} ± {s:.1f}" for m, s in per_bit.values()]
-        cells += [f"{mean:.1f} ± {mean_std:.1f}"]
+        cells = ["—" if m != m else f"{m:.1f} ± {s:.1f}" for m, s in per_bit.values()]
+        cells += ["—" if name == BREVITAS else f"{mean:.1f} ± {mean_std:.1f}"]
+        if peer_mean is not None:
+            cells += [f"{peer_mean[0]:.1f} ± {peer_mean[1]:.1f}"]
         cells += ["—" if m != m else f"{m:.1f} ± {s:.1f}" for m, s in per_unseen.values()]
         cells += [
             "—" if mismatch != mismatch else f"{mismatch:.3f}",
@@ -363,13 +484,30 @@ def _report_quality(ctx, rows, bits, unseen, epochs, seeds, n) -> None:
             baseline_value=100 * base_mean,
             lower_is_better=False,
             impl=name,
-            per_bit={str(b): round(v[0], 2) for b, v in per_bit.items()},
-            unseen={str(b): round(v[0], 2) for b, v in per_unseen.items()},
+            per_bit={str(b): round(v[0], 2) for b, v in per_bit.items() if v[0] == v[0]},
+            unseen={str(b): round(v[0], 2) for b, v in per_unseen.items() if v[0] == v[0]},
             seeds=list(seeds),
             epochs=epochs,
             mismatch=mismatch,
             angle=angle,
+            dataset=dataset,
+            mean_over_bits=list(peer_bits) if name == BREVITAS else list(bits),
         )
+        if peer_mean is not None:
+            ctx.record(
+                "mean_accuracy_at_peer_bits",
+                peer_mean[0],
+                "%",
+                baseline=BREVITAS,
+                baseline_value=_mean_over_seeds(
+                    [statistics.fmean(100 * r["accuracy"][b] for b in peer_bits)
+                     for r in rows[BREVITAS]]
+                )[0],
+                lower_is_better=False,
+                impl=name,
+                bits=list(peer_bits),
+                dataset=dataset,
+            )  # fmt: skip
         ctx.record(
             "sample_passes",
             passes,
@@ -379,10 +517,12 @@ def _report_quality(ctx, rows, bits, unseen, epochs, seeds, n) -> None:
             impl=name,
             cpu_seconds=cpu,
             baseline_cpu_seconds=base_seconds,
+            dataset=dataset,
         )
     table = "\n".join(lines)
     ctx.log(table)
-    ctx.path("quality.md").write_text(table + "\n")
+    suffix = "" if dataset == "digits" else f"_{dataset}"
+    ctx.path(f"quality{suffix}.md").write_text(table + "\n")
     raw = {
         name: [
             dict(
@@ -394,15 +534,16 @@ def _report_quality(ctx, rows, bits, unseen, epochs, seeds, n) -> None:
         ]
         for name, rs in rows.items()
     }
-    ctx.path("quality_runs.json").write_text(json.dumps(raw, indent=1))
+    ctx.path(f"quality_runs{suffix}.json").write_text(json.dumps(raw, indent=1))
     xs = sorted({*bits, *unseen})
-    plot_series = {k: v for k, v in series.items() if not any(x != x for x in v)}
+    # runs without an unseen-bit number (Dedicated, the peer) are drawn at their trained bits
+    plot_series = {k: v for k, v in series.items() if any(x == x for x in v)}
     plot_lines(
         xs,
         plot_series,
-        ctx.path("accuracy_per_bit.png"),
-        xlabel="bit-width (3, 5, 6: unseen)",
+        ctx.path(f"accuracy_per_bit{suffix}.png"),
+        xlabel=f"bit-width ({', '.join(map(str, unseen))}: unseen)",
         ylabel="test accuracy (%)",
-        title=f"digits, {epochs} epochs, {len(seeds)} seed(s)",
+        title=f"{dataset}, {epochs} epochs, {len(seeds)} seed(s)",
         logx=True,
     )

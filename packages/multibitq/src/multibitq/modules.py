@@ -362,6 +362,21 @@ def _on_skip_path(name: str) -> bool:
     return any(part in SKIP_NAMES for part in name.split("."))
 
 
+def quantized_layers(model: nn.Module) -> dict[str, nn.Module]:
+    """The float layers :func:`convert_` replaces, by name: every ``nn.Conv2d``, ``nn.Linear``,
+    ``nn.ReLU`` and (for switchable BN) ``nn.BatchNorm2d``, except the first conv (in registration
+    order), the classifier (the last ``nn.Linear``) and the skip path (a name component in
+    :data:`SKIP_NAMES`). A peer's QAT model (:mod:`multibitq.peers`) quantizes the same layers."""
+    named = list(model.named_modules())
+    convs = [n for n, m in named if type(m) is nn.Conv2d]
+    linears = [n for n, m in named if type(m) is nn.Linear]
+    keep = {n for n, _ in named if _on_skip_path(n)}
+    keep.update(convs[:1])
+    keep.update(linears[-1:])
+    kinds = (nn.Conv2d, nn.Linear, nn.ReLU, nn.BatchNorm2d)
+    return {n: m for n, m in named if n and n not in keep and type(m) in kinds}
+
+
 def convert_(model: nn.Module, cfg: MultiBitConfig) -> nn.Module:
     """Make ``model`` multi-bit in place and return it.
 
@@ -383,16 +398,8 @@ def convert_(model: nn.Module, cfg: MultiBitConfig) -> nn.Module:
         raise TypeError(f"cfg: expected a MultiBitConfig, got {type(cfg).__name__}")
     if multibit_modules(model):
         raise ValueError("model: is already multi-bit (convert_ was called on it before)")
-    named = list(model.named_modules())
-    convs = [n for n, m in named if type(m) is nn.Conv2d]
-    linears = [n for n, m in named if type(m) is nn.Linear]
-    keep = {n for n, _ in named if _on_skip_path(n)}
-    keep.update(convs[:1])
-    keep.update(linears[-1:])
     replacements: dict[str, nn.Module] = {}
-    for name, m in named:
-        if name in keep or not name:
-            continue
+    for name, m in quantized_layers(model).items():
         if type(m) is nn.Conv2d:
             replacements[name] = QConv2d.from_conv(m, cfg)
         elif type(m) is nn.Linear:

@@ -594,3 +594,78 @@ def _nullcontext():
     import contextlib
 
     return contextlib.nullcontext()
+
+
+def train_classifier(
+    model: nn.Module,
+    train_set: Any,
+    epochs: int,
+    *,
+    batch_size: int = 64,
+    lr: float = 1e-3,
+    seed: int = 0,
+    progress: bool = False,
+) -> TrainHistory:
+    """Train any classifier (a peer's QAT model) with the recipe of :func:`train_multibit`'s one-child
+    ``"joint"``/``"dedicated"`` run: the same seeded epoch orders, Adam(lr) with cosine decay to 0,
+    no warm-up, no weight decay, no clipping, cross-entropy over the batch.
+
+    A one-bit-width multi-bit model trained here equals ``train_multibit(..., "joint")`` bit for
+    bit (tests/test_peers.py), so a peer arm trained here gets exactly Dedicated's budget.
+
+    Returns:
+        A :class:`TrainHistory` (``method="classifier"``; ``models`` is empty).
+    """
+    from neurips25_core.models import train
+
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model: expected an nn.Module, got {type(model).__name__}")
+    epochs = _check_positive_int(epochs, "epochs")
+    batch_size = _check_positive_int(batch_size, "batch_size")
+    if not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
+        raise ValueError(f"lr: expected a finite number > 0, got {lr!r}")
+    x_all, y_all = _tensors(train_set)
+    n = len(y_all)
+    steps_per_epoch = math.ceil(n / batch_size)
+    history = TrainHistory(
+        method="classifier",
+        coreset=None,
+        bits=(),
+        epochs=epochs,
+        steps=epochs * steps_per_epoch,
+        subset_size=n,
+    )
+    state: dict[str, Any] = {"epoch": -1, "order": None}
+
+    def next_batch(step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        epoch, i = divmod(step, steps_per_epoch)
+        if epoch != state["epoch"]:
+            state["epoch"] = epoch
+            g = torch.Generator().manual_seed(seed * 7_919 + epoch)
+            state["order"] = torch.randperm(n, generator=g)
+        index = state["order"][i * batch_size : (i + 1) * batch_size]
+        history.train_passes += index.numel()
+        return x_all[index], y_all[index]
+
+    def loss_fn(net: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(net(x), y, reduction="sum") / len(y)
+
+    started = time.perf_counter()
+    result = train(
+        model,
+        next_batch,
+        history.steps,
+        optimizer=lambda params: torch.optim.Adam(params, lr=lr),
+        lr=lr,
+        weight_decay=0.0,
+        warmup=0,
+        min_lr_ratio=0.0,
+        grad_clip=None,
+        seed=seed,
+        loss_fn=loss_fn,
+        progress=progress,
+        desc="classifier",
+    )
+    history.seconds = time.perf_counter() - started
+    history.losses = result.losses
+    return history
