@@ -48,6 +48,8 @@ def test_arm_trains_and_anonymizes_end_to_end(arm, trajectories):
     assert all(1 <= len(s) <= 3 for s in states)
     if arm is AnonymizeOnlySFT:  # no critique: always `iterations` rewrites
         assert all(len(s) == 3 for s in states)
+    with pytest.raises(ValueError, match="iterations"):
+        student.refine(texts, iterations=0)
     out = student.anonymize(texts[0])
     assert isinstance(out, str) and out.strip()
     if arm is not AnonymizeOnlySFT:  # one rewrite conditioned on given feedback

@@ -165,7 +165,9 @@ class SFTOnly:
 
     def refine(self, texts: Sequence[str], iterations: int | None = None) -> list[list[State]]:
         """Per text, the states of self-refinement (``SelfRefiner.run_batch``)."""
-        return self.refiner().run_batch(texts, iterations or self.config.iterations)
+        return self.refiner().run_batch(
+            texts, self.config.iterations if iterations is None else iterations
+        )
 
     def anonymize(self, text: str, feedback: object = None) -> str:
         """The refined text; with ``feedback`` (attacker guesses), one rewrite conditioned on it."""
