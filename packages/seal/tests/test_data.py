@@ -66,3 +66,31 @@ def test_bad_split_and_unknown_attribute():
         split_profiles(SyntheticProfiles(5), (3, 3, 3))
     with pytest.raises(ValueError, match="attribute"):
         SCHEMA.check("income")
+
+
+def test_unseen_split_holds_out_whole_attribute_pairs():
+    """The issue's test split: (city, occupation) pairs of test never occur in train; the overflow
+    of the last held-out pair goes to the attacker split; sizes are exact and deterministic."""
+    profiles = SyntheticProfiles(400, seed=3)
+    tr, at, te = split_profiles(profiles, (250, 50, 100), seed=3, unseen=("city", "occupation"))
+    assert (len(tr), len(at), len(te)) == (250, 50, 100)
+    ids = [p.id for p in tr + at + te]
+    assert len(ids) == len(set(ids))
+
+    def pair(p):
+        return p.attributes["city"], p.attributes["occupation"]
+
+    held = {pair(p) for p in te}
+    assert not held & {pair(p) for p in tr}
+    # every held-out pair is in test completely, except the last one's overflow in the attacker split
+    outside = [p for p in profiles if pair(p) in held and p not in te]
+    assert all(p in at for p in outside) and len({pair(p) for p in outside}) <= 1
+    again = split_profiles(profiles, (250, 50, 100), seed=3, unseen=("city", "occupation"))
+    assert [p.id for p in again[2]] == [p.id for p in te]
+    plain = split_profiles(profiles, (250, 50, 100), seed=3)
+    assert {pair(p) for p in plain[2]} & {pair(p) for p in plain[0]}  # the plain split mixes them
+    for bad in (("city",), ("city", "city"), ("city", "income")):
+        with pytest.raises(ValueError, match="unseen"):
+            split_profiles(profiles, (10, 5, 5), unseen=bad)
+    with pytest.raises(ValueError, match="attacker split"):
+        split_profiles(profiles, (300, 0, 100), seed=3, unseen=("sex", "relationship"))

@@ -259,9 +259,28 @@ class SyntheticProfiles(Sequence[Profile]):
 
 
 def split_profiles(
-    profiles: Sequence[Profile], sizes: tuple[int, int, int], seed: int = 0
+    profiles: Sequence[Profile],
+    sizes: tuple[int, int, int],
+    seed: int = 0,
+    unseen: tuple[str, str] | None = None,
 ) -> tuple[list[Profile], list[Profile], list[Profile]]:
-    """Split by profile into (train, attacker, test); raises if ``sizes`` do not fit."""
+    """Split by profile into (train, attacker, test); raises if ``sizes`` do not fit.
+
+    With ``unseen=(a, b)`` (two attribute names, e.g. ``("city", "occupation")``) the test split
+    holds *unseen attribute combinations*: whole (a, b) value pairs, drawn in a seeded order, go to
+    test until it is full, and no train profile has a held-out pair. The profiles of the last
+    held-out pair that do not fit in test go to the attacker split (the evaluation attacker may see
+    them; the student, trained on the train split, never does), then the attacker split is filled
+    with seen-pair profiles. ``ValueError`` when the held-out pairs' overflow exceeds the attacker
+    split.
+
+    Example:
+        >>> ps = SyntheticProfiles(120, seed=0)
+        >>> train, attack, test = split_profiles(ps, (60, 20, 30), unseen=("city", "occupation"))
+        >>> pair = lambda p: (p.attributes["city"], p.attributes["occupation"])
+        >>> {pair(p) for p in train} & {pair(p) for p in test}
+        set()
+    """
     if len(sizes) != 3 or any(not isinstance(s, int) or s < 0 for s in sizes):
         raise ValueError(f"sizes: expected three non-negative ints, got {sizes!r}")
     if sum(sizes) > len(profiles):
@@ -270,4 +289,41 @@ def split_profiles(
     random.Random(seed).shuffle(idx)
     a, b, c = sizes
     pick = [profiles[i] for i in idx]
-    return pick[:a], pick[a : a + b], pick[a + b : a + b + c]
+    if unseen is None:
+        return pick[:a], pick[a : a + b], pick[a + b : a + b + c]
+    if (
+        not isinstance(unseen, tuple | list)
+        or len(unseen) != 2
+        or len(set(unseen)) != 2
+        or any(u not in ATTRIBUTES for u in unseen)
+    ):
+        raise ValueError(
+            f"unseen: expected two different attribute names of {ATTRIBUTES}, got {unseen!r}"
+        )
+
+    def pair(p: Profile) -> tuple[str, str]:
+        return p.attributes[unseen[0]], p.attributes[unseen[1]]
+
+    groups: dict[tuple[str, str], list[Profile]] = {}
+    for p in pick:
+        groups.setdefault(pair(p), []).append(p)
+    order = sorted(groups)
+    random.Random(f"seal-unseen-{seed}").shuffle(order)
+    test: list[Profile] = []
+    overflow: list[Profile] = []
+    held: set[tuple[str, str]] = set()
+    for key in order:
+        if len(test) >= c:
+            break
+        held.add(key)
+        room = c - len(test)
+        test += groups[key][:room]
+        overflow += groups[key][room:]
+    if len(overflow) > b:
+        raise ValueError(
+            f"sizes: {len(overflow)} profiles of held-out {unseen} pairs do not fit in the "
+            f"attacker split of {b}"
+        )
+    # len(pick) >= a + b + c, so at least a + b - len(overflow) seen-pair profiles are left
+    seen = [p for p in pick if pair(p) not in held]
+    return seen[:a], overflow + seen[a : a + b - len(overflow)], test

@@ -105,12 +105,19 @@ class SelfRefiner:
     # -- generation ----------------------------------------------------------------------------
 
     @torch.no_grad()
-    def generate(self, prompts: Sequence[str], max_new_tokens: int | None = None) -> list[str]:
-        """Completions of ``prompts`` (batched, left-padded, stops at ``<eos>``)."""
+    def generate(
+        self, prompts: Sequence[str], max_new_tokens: int | None = None, min_new_tokens: int = 0
+    ) -> list[str]:
+        """Completions of ``prompts`` (batched, left-padded, stops at ``<eos>``; not before
+        ``min_new_tokens`` tokens, which the speed case uses to time a fixed number of tokens)."""
         if isinstance(prompts, str) or not isinstance(prompts, Sequence):
             raise TypeError(f"prompts: expected a sequence of str, got {type(prompts).__name__}")
         prompts = [_text("prompts", p) for p in prompts]
         limit = self.max_new_tokens if max_new_tokens is None else max_new_tokens
+        if isinstance(min_new_tokens, bool) or not isinstance(min_new_tokens, int):
+            raise TypeError(f"min_new_tokens: expected an int, got {type(min_new_tokens).__name__}")
+        if not 0 <= min_new_tokens <= limit:
+            raise ValueError(f"min_new_tokens: must lie in [0, {limit}], got {min_new_tokens}")
         tok = self.tokenizer
         positions = getattr(self.model.config, "max_position_embeddings", None)
         out: list[str] = []
@@ -137,6 +144,7 @@ class SelfRefiner:
                     input_ids=ids.to(device),
                     attention_mask=mask.to(device),
                     max_new_tokens=limit,
+                    min_new_tokens=min_new_tokens or None,
                     do_sample=not self.greedy,
                     num_beams=1,
                     use_cache=self.use_cache,

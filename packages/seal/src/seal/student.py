@@ -34,8 +34,8 @@ Example (CPU, seconds; a few steps of a 1-layer model anonymize nothing useful):
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
-from dataclasses import dataclass, fields, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, fields, replace
 
 from seal.baselines import feedback_attributes
 from seal.distill import TASKS, _better, _trajectories, build_preferences, build_sft
@@ -66,6 +66,35 @@ class StudentConfig:
     max_new_tokens: int = 256
     min_count: int = 1
     seed: int = 0
+
+
+#: The settings an SFT stage depends on, and those of a whole student.
+_SFT_FIELDS = (
+    "layers",
+    "width",
+    "heads",
+    "max_positions",
+    "sft_steps",
+    "sft_lr",
+    "batch_size",
+    "min_count",
+    "seed",
+)
+_ALL_FIELDS = (*_SFT_FIELDS, "dpo_steps", "dpo_lr", "beta")
+
+
+def _check_state(
+    state: object, arm: str, config: StudentConfig, names: tuple[str, ...], argument: str
+) -> None:
+    if not isinstance(state, Mapping) or not {"arm", "config", "vocab", "model"} <= set(state):
+        raise ValueError(f"{argument}: not a student state_dict (needs arm, config, vocab, model)")
+    if state["arm"] != arm:
+        raise ValueError(f"{argument}: a {state['arm']} state, expected {arm}")
+    theirs = state["config"]
+    diff = [n for n in names if theirs.get(n) != getattr(config, n)]
+    if diff:
+        shown = ", ".join(f"{n}={theirs.get(n)!r} (here {getattr(config, n)!r})" for n in diff)
+        raise ValueError(f"{argument}: trained with other settings: {shown}")
 
 
 def anonymize_only_examples(trajectories: Sequence[Trajectory]) -> list[tuple[str, str]]:
@@ -110,8 +139,19 @@ class SFTOnly:
     def _sft_data(self, trajectories: list[Trajectory]) -> list[tuple[str, str]]:
         return [(e.prompt, e.completion) for e in build_sft(trajectories, self.tasks)]
 
-    def fit(self, trajectories: Sequence[Trajectory], progress: bool = False):
-        """Build the tokenizer and the model, then train; returns ``self``."""
+    def fit(
+        self,
+        trajectories: Sequence[Trajectory],
+        progress: bool = False,
+        sft_state: Mapping[str, object] | None = None,
+    ):
+        """Build the tokenizer and the model, then train; returns ``self``.
+
+        ``sft_state`` (SEAL only): the :meth:`state_dict` of an ``SFTOnly`` trained on the same
+        trajectories with the same SFT settings; its model is taken as the SFT stage instead of
+        training it again (SEAL's SFT stage *is* ``SFTOnly``: same data, vocabulary, seed), so only
+        DPO runs. Refused (``ValueError``) when its settings or vocabulary differ.
+        """
         trajectories = _trajectories(trajectories)
         c = self.config
         examples = self._sft_data(trajectories)
@@ -125,16 +165,28 @@ class SFTOnly:
         self.model = tiny_lm(
             self.tokenizer, c.layers, c.width, c.heads, max_positions=c.max_positions, seed=c.seed
         )
-        self.history["sft"] = sft(
-            self.model,
-            self.tokenizer,
-            examples,
-            max_steps=c.sft_steps,
-            batch_size=c.batch_size,
-            lr=c.sft_lr,
-            seed=c.seed,
-            progress=progress,
-        )
+        if sft_state is not None:
+            if not self.use_dpo:
+                raise ValueError("sft_state: only SEAL (SFT + DPO) continues from an SFT state")
+            _check_state(sft_state, "SFTOnly", self.config, _SFT_FIELDS, "sft_state")
+            if list(sft_state["vocab"]) != self.tokenizer.vocab:
+                raise ValueError(
+                    "sft_state: its vocabulary differs from the one these trajectories give "
+                    "(trained on other trajectories)"
+                )
+            self.model.load_state_dict(sft_state["model"])
+            self.history["sft"] = sft_state.get("history", {}).get("sft")
+        else:
+            self.history["sft"] = sft(
+                self.model,
+                self.tokenizer,
+                examples,
+                max_steps=c.sft_steps,
+                batch_size=c.batch_size,
+                lr=c.sft_lr,
+                seed=c.seed,
+                progress=progress,
+            )
         self.history["examples"] = len(examples)
         self.history["pairs"] = len(pairs)
         if self.use_dpo:
@@ -154,6 +206,43 @@ class SFTOnly:
                 progress=progress,
             )
         self.model.eval()
+        return self
+
+    # -- checkpoints ---------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, object]:
+        """``{"arm", "config", "vocab", "model", "history"}``: tensors, lists and plain values only
+        (``torch.load(weights_only=True)`` and ``neurips25_core.models.cached_checkpoint`` take it)."""
+        if self.model is None:
+            raise RuntimeError(f"{type(self).__name__}: call .fit(trajectories) first")
+        history = {}
+        for k, v in self.history.items():
+            losses = getattr(v, "losses", None)
+            history[k] = {"losses": [float(x) for x in losses]} if losses is not None else v
+        return {
+            "arm": type(self).__name__,
+            "config": asdict(self.config),
+            "vocab": list(self.tokenizer.vocab),
+            "model": {k: v.detach().clone() for k, v in self.model.state_dict().items()},
+            "history": history,
+        }
+
+    def load_state_dict(self, state: Mapping[str, object]):
+        """Rebuild the tokenizer and the model from :meth:`state_dict`; returns ``self``.
+
+        A state of another arm, of other model or training settings, or whose tensors do not fit
+        the model is refused with a ``ValueError``.
+        """
+        _check_state(state, type(self).__name__, self.config, _ALL_FIELDS, "state")
+        c = self.config
+        tokenizer = WordTokenizer(state["vocab"])
+        model = tiny_lm(tokenizer, c.layers, c.width, c.heads, max_positions=c.max_positions)
+        try:
+            model.load_state_dict(state["model"])
+        except RuntimeError as exc:
+            raise ValueError(f"state: its tensors do not fit the model ({exc})") from exc
+        self.tokenizer, self.model = tokenizer, model.eval()
+        self.history = dict(state.get("history", {}))
         return self
 
     # -- inference -----------------------------------------------------------------------------
