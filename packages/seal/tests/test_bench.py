@@ -124,6 +124,11 @@ def test_run_one_student_through_the_cache(tmp_path, monkeypatch):
     assert len(first["texts"]) == plan.sizes[2]
     assert all(len(r) == plan.iterations + 1 for r in first["texts"])
     assert first["sft_loss"] == again["sft_loss"] and len(first["sft_loss"]) == 2
+    c = first["critiques"]  # one <priv> critique per text at the start, more per rewrite
+    assert (
+        c["priv"] == plan.sizes[2] + sum(first["rewrites"])
+        and 0 <= c["priv_unreadable"] <= c["priv"]
+    )
     with pytest.raises(ValueError, match="arm"):
         bench._student(plan, "presidio", 0)
 

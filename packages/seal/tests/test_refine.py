@@ -128,3 +128,15 @@ def test_refiner_bad_input_names_the_argument():
         SelfRefiner(tiny_lm(6, layers=1, width=16, heads=2), tok)
     with pytest.raises(ValueError, match="prompts"):
         SelfRefiner(model, tok, max_new_tokens=120).generate([TEXT])
+
+
+def test_unreadable_critiques_are_counted_and_read_as_nothing_leaks(monkeypatch):
+    tok = WordTokenizer.from_corpus([*CORPUS, "none"])  # "none" as a completion starts a text
+    refiner = SelfRefiner(Scripted(tok), tok, max_new_tokens=64)
+    refiner.run(TEXT, iterations=5)
+    assert refiner.critiques == {"priv": 3, "priv_unreadable": 0}  # two leaks, one, then "none"
+    # a critique naming a value of another attribute is dropped by the parser: nothing leaks, stop
+    monkeypatch.setitem(globals(), "_answer", lambda prompt: "city=nurse:4")
+    refiner = SelfRefiner(Scripted(tok), tok, max_new_tokens=64)
+    assert [s.text for s in refiner.run(TEXT, iterations=5)] == [TEXT]
+    assert refiner.critiques == {"priv": 1, "priv_unreadable": 1}

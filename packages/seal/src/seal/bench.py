@@ -209,7 +209,15 @@ def _run(job: tuple) -> dict:
     data = _data(plan, seed)
     student, meta = _student(plan, arm, seed)
     start = time.process_time()
-    states = student.refine([p.text for p in data.test], iterations=plan.iterations)
+    originals = [p.text for p in data.test]
+    critiques = None
+    if arm == "anonymize_only_sft":  # a plain rewriter: no critique
+        states = student.refine(originals, iterations=plan.iterations)
+    else:
+        refiner = student.refiner()
+        states = refiner.run_batch(originals, iterations=plan.iterations)
+        critiques = dict(refiner.critiques)
+    # per profile, its text at iterations 0..K (a stopped text stays as it was)
     texts = [[s[min(k, len(s) - 1)].text for k in range(plan.iterations + 1)] for s in states]
     sft = student.history.get("sft") or {}
     dpo = student.history.get("dpo") or {}
@@ -218,6 +226,7 @@ def _run(job: tuple) -> dict:
         "seed": seed,
         "texts": texts,
         "rewrites": [len(s) - 1 for s in states],
+        "critiques": critiques,
         "train_cpu_seconds": meta.get("cpu_seconds"),
         "cached": meta.get("cached"),
         "refine_cpu_seconds": time.process_time() - start,
@@ -443,6 +452,17 @@ def _summarise(ctx: Context, plan: Plan, per: dict, runs: list[dict], info: dict
                     lower_is_better=metric == "privacy",
                     **extra,
                     **common,
+                )
+            if k == ks[0] and arm in ("sft_only", "seal"):
+                counts = [r["critiques"] for r in runs if r["arm"] == arm]
+                total = sum(c["priv"] for c in counts)
+                ctx.record(
+                    "priv_critique_unreadable",
+                    sum(c["priv_unreadable"] for c in counts) / max(total, 1),
+                    "fraction",
+                    impl=arm,
+                    critiques=total,
+                    seeds=len(plan.seeds),
                 )
             if "stopped_before" in row:
                 ctx.record(

@@ -101,6 +101,7 @@ class SelfRefiner:
         self.greedy = bool(greedy)
         self.use_cache = bool(use_cache)
         self.batch_size = batch_size
+        self.critiques = {"priv": 0, "priv_unreadable": 0}
 
     # -- generation ----------------------------------------------------------------------------
 
@@ -163,10 +164,18 @@ class SelfRefiner:
     # -- the three tasks -----------------------------------------------------------------------
 
     def infer(self, texts: Sequence[str]) -> list[dict[str, Inference]]:
-        """The model's own attribute inferences P^π (``<priv>``)."""
-        return [
-            _leaks(o) for o in self.generate([priv_prompt(t) for t in texts], self.critique_tokens)
-        ]
+        """The model's own attribute inferences P^π (``<priv>``).
+
+        ``self.critiques`` counts them: ``"priv"`` all, ``"priv_unreadable"`` those that are neither
+        ``none`` nor hold one valid ``attribute=value:bucket`` pair (read as "nothing leaks").
+        """
+        out = []
+        for o in self.generate([priv_prompt(t) for t in texts], self.critique_tokens):
+            leaks = _leaks(o)
+            self.critiques["priv"] += 1
+            self.critiques["priv_unreadable"] += not leaks and o.strip() != "none"
+            out.append(leaks)
+        return out
 
     def judge(self, originals: Sequence[str], texts: Sequence[str]) -> list[Utility | None]:
         """The model's own utility judgments U^π (``<util>``); ``None`` where unreadable."""
