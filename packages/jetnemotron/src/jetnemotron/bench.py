@@ -215,12 +215,15 @@ _SIZES = {
     "quick": dict(hidden=64, layers=4, heads=4, kv_heads=2, ffn=256, steps=200, batch=32, seq=32, recall_fraction=0.5,
                   jet_heads=2, jet_dk=16, jet_dv=32, super_steps=30, ks=(1,), retrain=20, layouts=("searched", "uniform"),
                   blocks=(), block_seeds=0, block_steps=0, eval_rows=64),
-    # full, reduced to a ~20 CPU-minute budget (the hidden 96 / 8 layers / 600 steps at
-    # 16×128 did not learn recall at the sizes we could afford; see README)
-    "full": dict(hidden=64, layers=4, heads=4, kv_heads=2, ffn=256, steps=1000, batch=32, seq=32, recall_fraction=0.5,
-                 jet_heads=2, jet_dk=16, jet_dv=32, super_steps=200, ks=(1, 2), retrain=100,
+    # full: the size. Teacher Qwen2 hidden 96, 8 layers, 4 heads (2 KV), FFN 256, 600 steps
+    # at 16×128 with 20 % recall rows; supernet JetBlock H 4, d_k 24, d_v 48, 400 steps; k = 1, 2
+    # (28 layouts at k = 2); layouts distilled 200 steps; blocks 200 steps × 3 seeds. About 25
+    # CPU-minutes on one thread (measured: 0.18 s per teacher step). The earlier reduced plan (hidden
+    # 64, 4 layers, 1000 steps at 32×32, 50 % recall) is results/full_reduced (commit ade8b34).
+    "full": dict(hidden=96, layers=8, heads=4, kv_heads=2, ffn=256, steps=600, batch=16, seq=128, recall_fraction=0.2,
+                 jet_heads=4, jet_dk=24, jet_dv=48, super_steps=400, ks=(1, 2), retrain=200,
                  layouts=("searched", "uniform", "random", "all_jet"),
-                 blocks=("jet", "gdn", "mamba2"), block_seeds=2, block_steps=100, eval_rows=64),
+                 blocks=("jet", "gdn", "mamba2"), block_seeds=3, block_steps=200, eval_rows=64),
 }  # fmt: skip
 
 
