@@ -88,11 +88,14 @@ def make_masks():
 VOCAB = 48
 
 
-def _tiny_llama(hidden=32, layers=3, seed=0, dtype=torch.float32):
-    from transformers import LlamaConfig, LlamaForCausalLM
+def _tiny_llama(hidden=32, layers=3, seed=0, dtype=torch.float32, model_type="llama"):
+    """A tiny decoder of ``model_type`` in (llama, qwen2, mistral) from a config; Qwen2's q/k/v
+    biases (zero at init) are drawn so that they matter."""
+    import transformers
 
+    cls = {"llama": "Llama", "qwen2": "Qwen2", "mistral": "Mistral"}[model_type]
     torch.manual_seed(seed)
-    config = LlamaConfig(
+    config = getattr(transformers, f"{cls}Config")(
         vocab_size=VOCAB,
         hidden_size=hidden,
         intermediate_size=2 * hidden,
@@ -105,12 +108,22 @@ def _tiny_llama(hidden=32, layers=3, seed=0, dtype=torch.float32):
         eos_token_id=2,
         attn_implementation="eager",
     )
-    return LlamaForCausalLM(config).to(dtype).eval()
+    model = getattr(transformers, f"{cls}ForCausalLM")(config).to(dtype).eval()
+    if model_type == "qwen2":
+        with torch.no_grad():
+            for layer in model.model.layers:
+                for proj in (
+                    layer.self_attn.q_proj,
+                    layer.self_attn.k_proj,
+                    layer.self_attn.v_proj,
+                ):
+                    proj.bias.normal_(0, 0.5)
+    return model
 
 
 @pytest.fixture
 def tiny_llama():
-    """``tiny_llama(hidden=32, layers=3, seed=0, dtype=float32)``: a LlamaForCausalLM from a config."""
+    """``tiny_llama(hidden=32, layers=3, seed=0, dtype=float32, model_type="llama")``: a tiny decoder."""
     return _tiny_llama
 
 

@@ -71,44 +71,13 @@ def test_hooked_llama_matches_reference(t, padding, dtype, rtol, source, tiny_ll
 
 
 # ---- Qwen2 and Mistral: the same hooks as Llama (their decoder layers take the same arguments)
-_VOCAB = 48
-
-
-def _tiny(kind: str, dtype=torch.float32, seed=0):
-    import transformers
-
-    cls = {"qwen2": "Qwen2", "mistral": "Mistral"}[kind]
-    config = getattr(transformers, f"{cls}Config")(
-        vocab_size=_VOCAB,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=3,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=128,
-        pad_token_id=0,
-        bos_token_id=1,
-        eos_token_id=2,
-        attn_implementation="eager",
-    )
-    torch.manual_seed(seed)
-    model = getattr(transformers, f"{cls}ForCausalLM")(config).to(dtype).eval()
-    if kind == "qwen2":  # q/k/v biases start at zero: make them matter
-        with torch.no_grad():
-            for layer in model.model.layers:
-                for proj in (
-                    layer.self_attn.q_proj,
-                    layer.self_attn.k_proj,
-                    layer.self_attn.v_proj,
-                ):
-                    proj.bias.normal_(0, 0.5)
-    return model
+_VOCAB = 48  # conftest.VOCAB
 
 
 @pytest.mark.parametrize("kind", ["qwen2", "mistral"])
 @pytest.mark.parametrize("padding", ["left", "right"])
-def test_hooked_decoder_matches_reference(kind, padding, make_masks):
-    base = _tiny(kind, dtype=torch.float64)
+def test_hooked_decoder_matches_reference(kind, padding, make_masks, tiny_llama):
+    base = tiny_llama(dtype=torch.float64, model_type=kind)
     assert base.config.model_type == kind
     cfg = CapsuleConfig(layers=[0, 2], alpha=0.7, init="normal", init_std=0.5)
     model = get_peft_model(base, cfg, generator=torch.Generator().manual_seed(1))
@@ -135,8 +104,8 @@ def test_hooked_decoder_matches_reference(kind, padding, make_masks):
 
 
 @pytest.mark.parametrize("kind", ["qwen2", "mistral"])
-def test_kv_cache_generate_equals_full_recompute(kind):
-    model = get_peft_model(_tiny(kind), CapsuleConfig(init="normal", init_std=0.5))
+def test_kv_cache_generate_equals_full_recompute(kind, tiny_llama):
+    model = get_peft_model(tiny_llama(model_type=kind), CapsuleConfig(init="normal", init_std=0.5))
     ids = torch.randint(3, _VOCAB, (2, 7), generator=torch.Generator().manual_seed(0))
     out = model.generate(ids, max_new_tokens=8, do_sample=False, pad_token_id=0)
     seq = ids
