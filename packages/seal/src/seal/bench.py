@@ -8,8 +8,10 @@
   1..K. The evaluation attacker (``LexiconInferrer`` + a bag-of-words model fitted on the attacker
   split, the more confident guess per attribute wins) is not the trajectory attacker. Privacy
   (attacker top-1 accuracy, lower is better), utility (``UtilityJudge``) and the combined score,
-  each with a 95 % bootstrap CI (seeds, then test profiles within a seed, resampled). Presidio and
-  trl's ``DPOTrainer`` are not in the workspace lock: their arms are skipped with a message.
+  each with a 95 % bootstrap CI (seeds, then test profiles within a seed, resampled). The
+  ``presidio`` arm (``seal.peers.PresidioScrubber``, the ``peers`` extra) sits beside the scrubber,
+  skipped with a logged reason when Presidio is absent; trl's ``DPOTrainer`` is a cross-check of
+  our DPO loss in ``tests/test_peers.py``, not an arm.
 * ``speed`` (CPU, one thread): one self-refinement iteration (infer + judge + rewrite: three
   generations) against anonymize-only (one rewrite) on the same texts with the ``seal`` student of
   the quality case (the same cached checkpoint); greedy generation of a fixed number of tokens with
@@ -43,6 +45,8 @@ SUITE = Suite(
 FIXED_ARMS = ("identity", "scrubber", "teacher")
 STUDENT_ARMS = ("anonymize_only_sft", "sft_only", "seal")
 ARMS = FIXED_ARMS + STUDENT_ARMS
+PEER_ARMS = ("presidio",)  # skipped, with the reason logged, without the 'peers' extra
+ALL_ARMS = FIXED_ARMS + PEER_ARMS + STUDENT_ARMS
 #: The held-out attribute pair of the unseen-combination test split.
 UNSEEN = ("city", "occupation")
 #: Bumped when the data or the students change in a way the cache key cannot see.
@@ -241,8 +245,9 @@ def _ends(losses) -> list[float] | None:
     return None if not losses else [float(losses[0]), float(losses[-1])]
 
 
-def _fixed(plan: Plan, seed: int) -> dict[str, list[list[str]]]:
-    """Texts at iterations 0..K of the arms that need no training (identity, scrubber, teacher).
+def _fixed(plan: Plan, seed: int, presidio=None) -> dict[str, list[list[str]]]:
+    """Texts at iterations 0..K of the arms that need no training (identity, scrubber, teacher, and
+    ``presidio`` when a :class:`seal.peers.PresidioScrubber` is passed).
 
     The teacher runs its loop (its own bag-of-words attacker's guesses with confidence >= 0.5 as
     feedback) one step per iteration, with a per-profile RNG, and stops when no guess is left.
@@ -258,6 +263,8 @@ def _fixed(plan: Plan, seed: int) -> dict[str, list[list[str]]]:
         "identity": [[p.text] * (k + 1) for p in data.test],
         "scrubber": [[PIIScrubber().anonymize(p.text)] * (k + 1) for p in data.test],
     }
+    if presidio is not None:
+        out["presidio"] = [[presidio.anonymize(p.text)] * (k + 1) for p in data.test]
     traces = []
     for p in data.test:
         rng = random.Random(f"seal-teacher-{seed}-{p.id}")
@@ -337,25 +344,37 @@ def _workers(mode: str) -> int:
     return workers_from_env("SEAL_WORKERS", default)
 
 
-def _peers_note(ctx: Context) -> None:
-    import importlib.util
+def _peers_note(ctx: Context):
+    """The Presidio scrubber (or ``None``, logged as SKIPPED with the reason); trl's cross-check
+    lives in ``tests/test_peers.py`` (it checks our DPO loss, it is not an anonymizer arm)."""
+    from .peers import PresidioScrubber, presidio_available, trl_available
 
-    for module, what in (
-        ("presidio_analyzer", "Presidio arm"),
-        ("trl", "trl DPOTrainer cross-check arm"),
-    ):
-        if importlib.util.find_spec(module) is None:
-            ctx.log(
-                f"quality: {what} SKIPPED -- {module} is not installed (not in the workspace lock)"
-            )
-        else:
-            ctx.log(f"quality: {what} SKIPPED -- {module} is installed but the arm is not built")
+    presidio = None
+    if presidio_available():
+        presidio = PresidioScrubber()
+        ctx.log(
+            "quality: presidio arm = presidio-analyzer on spacy.blank('en') (no NER) + the "
+            "generator's city deny-list and an age pattern"
+        )
+    else:
+        ctx.log(
+            "quality: presidio arm SKIPPED -- presidio-analyzer/presidio-anonymizer/spacy not "
+            "installed (seal 'peers' extra)"
+        )
+    if trl_available():
+        ctx.log(
+            "quality: trl DPOTrainer is a cross-check of the DPO loss (tests/test_peers.py), "
+            "not an arm of this case"
+        )
+    else:
+        ctx.log("quality: trl cross-check SKIPPED -- trl not installed (seal 'peers' extra)")
+    return presidio
 
 
 def _quality(ctx: Context, plan: Plan) -> None:
     from .scoring import UtilityJudge
 
-    _peers_note(ctx)
+    presidio = _peers_note(ctx)
     workers = _workers(ctx.mode)
     if workers > 1:
         ctx.log(f"quality: {workers} worker processes, one thread each (SEAL_WORKERS)")
@@ -379,7 +398,7 @@ def _quality(ctx: Context, plan: Plan) -> None:
     for seed in plan.seeds:
         data = _data(plan, seed)
         attacker = EvaluationAttacker(data.attack, seed=seed)
-        texts = _fixed(plan, seed)
+        texts = _fixed(plan, seed, presidio=presidio)
         for r in runs:
             if r["seed"] == seed:
                 texts[r["arm"]] = r["texts"]
@@ -408,7 +427,8 @@ def _quality(ctx: Context, plan: Plan) -> None:
 def _summarise(ctx: Context, plan: Plan, per: dict, runs: list[dict], info: dict) -> None:
     summary: dict = {}
     ks = list(range(1, plan.iterations + 1))
-    for arm in ARMS:
+    arms = [a for a in ALL_ARMS if all((a, s) in per for s in plan.seeds)]
+    for arm in arms:
         for k in ks:
             groups = [
                 {
@@ -488,7 +508,7 @@ def _summarise(ctx: Context, plan: Plan, per: dict, runs: list[dict], info: dict
         ("utility", "utility"),
     ):
         series, errors = {}, {}
-        for arm in ARMS:
+        for arm in arms:
             rows = summary[arm]
             series[arm] = [rows[k][metric][0] for k in ks]
             errors[arm] = [(rows[k][metric][2] - rows[k][metric][1]) / 2 for k in ks]

@@ -1,0 +1,212 @@
+"""The peers a user would reach for instead (the ``peers`` extra; each import happens on use).
+
+* :class:`PresidioScrubber` -- Microsoft Presidio (``presidio-analyzer`` + ``presidio-anonymizer``),
+  the open analogue of the paper's Azure-PII baseline. No spaCy model is installed here and none is
+  ever downloaded: Presidio's ``SpacyNlpEngine`` loads a *saved* ``spacy.blank("en")`` pipeline
+  from a path (a path skips Presidio's downloader), so **there is no NER**. What finds spans is
+  Presidio's predefined pattern recognizers (e-mail, phone, dates, ...) plus two recognizers added
+  for the synthetic profiles: a deny-list ``LOCATION`` recognizer over the generator's cities (what
+  the missing NER model would tag) and an ``AGE`` pattern for explicit ages (Azure PII's Age
+  category). Spans are replaced by ``[ENTITY]``, the format of :class:`seal.baselines.PIIScrubber`.
+* :func:`trl_dpo_step` -- one step of trl's ``DPOTrainer`` (``ref_model`` passed) on our tokenized
+  pairs and our model, returning what trl logs (``loss``, ``rewards/margins``, ...): the
+  cross-check of :func:`seal.train.dpo_loss` / :func:`seal.train.sequence_logprob`.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+from collections.abc import Iterable, Sequence
+
+from .baselines import feedback_attributes
+from .data import SCHEMA
+
+__all__ = ["PresidioScrubber", "presidio_available", "trl_available", "trl_dpo_step"]
+
+
+def presidio_available() -> bool:
+    """Whether presidio-analyzer, presidio-anonymizer and spacy are importable."""
+    return all(
+        importlib.util.find_spec(m) is not None
+        for m in ("presidio_analyzer", "presidio_anonymizer", "spacy")
+    )
+
+
+def trl_available() -> bool:
+    """Whether trl (and the ``datasets`` it needs) is importable."""
+    return all(importlib.util.find_spec(m) is not None for m in ("trl", "datasets"))
+
+
+class PresidioScrubber:
+    """Presidio analyzer + anonymizer on spaCy's blank English pipeline (no NER, no download).
+
+    Args:
+        locations: the deny-list of the ``LOCATION`` recognizer (default: the generator's cities).
+        age_pattern: the regex of the ``AGE`` recognizer (default: a 1-3 digit number, the
+            generator's explicit ages); ``None`` leaves it out.
+        score_threshold: Presidio's minimum span score.
+    """
+
+    def __init__(
+        self,
+        locations: Iterable[str] = SCHEMA.values["city"],
+        age_pattern: str | None = r"\b\d{1,3}\b",
+        score_threshold: float = 0.3,
+    ) -> None:
+        if not presidio_available():
+            raise ImportError(
+                "PresidioScrubber needs presidio-analyzer, presidio-anonymizer and spacy "
+                "(the seal 'peers' extra: uv sync --all-packages --extra peers)"
+            )
+        import tempfile
+
+        import spacy
+        from presidio_analyzer import AnalyzerEngine, Pattern, PatternRecognizer, RecognizerRegistry
+        from presidio_analyzer.nlp_engine import SpacyNlpEngine
+        from presidio_anonymizer import AnonymizerEngine
+        from presidio_anonymizer.entities import OperatorConfig
+
+        locations = list(locations)
+        if isinstance(locations, str) or not all(isinstance(x, str) and x for x in locations):
+            raise TypeError("locations: expected an iterable of non-empty strings")
+        if isinstance(score_threshold, bool) or not isinstance(score_threshold, int | float):
+            raise TypeError(
+                f"score_threshold: expected a float, got {type(score_threshold).__name__}"
+            )
+        if not 0 <= score_threshold <= 1:
+            raise ValueError(f"score_threshold: must be in [0, 1], got {score_threshold}")
+        self.score_threshold = float(score_threshold)
+        with tempfile.TemporaryDirectory(prefix="seal-spacy-blank-") as path:
+            spacy.blank("en").to_disk(path)  # a path: Presidio loads it and never downloads
+            engine = SpacyNlpEngine(models=[{"lang_code": "en", "model_name": path}])
+            engine.load()
+        registry = RecognizerRegistry(supported_languages=["en"])
+        registry.load_predefined_recognizers(languages=["en"], nlp_engine=engine)
+        if locations:
+            registry.add_recognizer(
+                PatternRecognizer(
+                    supported_entity="LOCATION", deny_list=locations, name="SealCityDenyList"
+                )
+            )
+        if age_pattern is not None:
+            registry.add_recognizer(
+                PatternRecognizer(
+                    supported_entity="AGE",
+                    patterns=[Pattern("explicit age", age_pattern, 0.5)],
+                    name="SealAgePattern",
+                )
+            )
+        self.analyzer = AnalyzerEngine(
+            nlp_engine=engine, registry=registry, supported_languages=["en"]
+        )
+        self.anonymizer = AnonymizerEngine()
+        self.entities = sorted(self.analyzer.get_supported_entities("en"))
+        self._operators = {
+            e: OperatorConfig("replace", {"new_value": f"[{e}]"}) for e in self.entities
+        }
+
+    def analyze(self, text: str):
+        """Presidio's ``RecognizerResult`` spans for ``text``."""
+        if not isinstance(text, str):
+            raise TypeError(f"text: expected a str, got {type(text).__name__}")
+        if not text.strip():
+            raise ValueError("text: empty")
+        return self.analyzer.analyze(text=text, language="en", score_threshold=self.score_threshold)
+
+    def anonymize(self, text: str, feedback: object = None) -> str:
+        """Replace every span Presidio finds by ``[ENTITY]`` (``feedback`` is ignored, like the
+        scrubber's: a PII detector reads no attacker)."""
+        feedback_attributes(feedback)
+        results = self.analyze(text)
+        return self.anonymizer.anonymize(
+            text=text, analyzer_results=results, operators=self._operators
+        ).text
+
+
+def _hf_tokenizer(tokenizer):
+    """A ``PreTrainedTokenizerFast`` with our vocabulary and special tokens: trl reads the pad/eos
+    tokens from it; it never tokenizes (the pairs reach trl already tokenized)."""
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+    from transformers import PreTrainedTokenizerFast
+
+    vocab: dict[str, int] = {}
+    for i in range(len(tokenizer)):
+        vocab.setdefault(tokenizer.decode([i], skip_special=False), i)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=Tokenizer(WordLevel(vocab, unk_token="<unk>")),
+        pad_token="<pad>",
+        bos_token="<bos>",
+        eos_token="<eos>",
+        unk_token="<unk>",
+    )
+
+
+def trl_dpo_step(
+    policy,
+    reference,
+    tokenizer,
+    pairs: Sequence,
+    beta: float = 0.1,
+    output_dir: str | None = None,
+) -> dict[str, float]:
+    """trl's ``DPOTrainer`` log of its first step on ``pairs`` (one batch holding every pair).
+
+    ``policy`` and ``reference`` are deep-copied (neither is modified), ``ref_model`` is passed,
+    the pairs are our :func:`seal.train.encode_pairs` ids (``<bos>`` prompt, completions ending in
+    ``<eos>``), so trl and :func:`seal.train.dpo` score the same tokens. Returns trl's logged
+    metrics of step 1 (computed before its optimizer step): ``loss``, ``rewards/chosen``,
+    ``rewards/rejected``, ``rewards/margins``, ``logps/chosen``, ``logps/rejected``, ...
+    """
+    if not trl_available():
+        raise ImportError(
+            "trl_dpo_step needs trl and datasets (the seal 'peers' extra: "
+            "uv sync --all-packages --extra peers)"
+        )
+    import tempfile
+
+    from datasets import Dataset
+    from trl import DPOConfig, DPOTrainer
+
+    from .train import _check_float, encode_pairs
+
+    beta = _check_float("beta", beta, positive=True)
+    encoded = encode_pairs(tokenizer, pairs)
+    if not encoded:
+        raise ValueError("pairs: empty")
+    dataset = Dataset.from_list(
+        [{"prompt_ids": p, "chosen_ids": c, "rejected_ids": r} for p, c, r in encoded]
+    )
+
+    class _PreTokenized(DPOTrainer):
+        def _prepare_dataset(self, dataset, *args, **kwargs):  # already prompt/chosen/rejected ids
+            return dataset
+
+    with tempfile.TemporaryDirectory(prefix="seal-trl-") as tmp:
+        args = DPOConfig(
+            output_dir=output_dir or tmp,
+            beta=beta,
+            loss_type=["sigmoid"],
+            max_steps=1,
+            per_device_train_batch_size=len(encoded),
+            learning_rate=1e-6,
+            logging_steps=1,
+            report_to=[],
+            save_strategy="no",
+            use_cpu=True,
+            max_length=None,
+            disable_tqdm=True,
+            dataloader_num_workers=0,
+            seed=0,
+        )
+        trainer = _PreTokenized(
+            model=copy.deepcopy(policy),
+            ref_model=copy.deepcopy(reference),
+            args=args,
+            train_dataset=dataset,
+            processing_class=_hf_tokenizer(tokenizer),
+        )
+        trainer.train()
+    logged = next(h for h in trainer.state.log_history if "rewards/margins" in h)
+    return {k: float(v) for k, v in logged.items() if isinstance(v, int | float)}
