@@ -155,7 +155,8 @@ def trl_dpo_step(
 
     ``policy`` and ``reference`` are deep-copied (neither is modified), ``ref_model`` is passed,
     the pairs are our :func:`seal.train.encode_pairs` ids (``<bos>`` prompt, completions ending in
-    ``<eos>``), so trl and :func:`seal.train.dpo` score the same tokens. Returns trl's logged
+    ``<eos>``), so trl and :func:`seal.train.dpo` score the same tokens. Mixed precision is off
+    (trl's configs default to bf16 autocast, which moves log-probs by ~1e-4). Returns trl's logged
     metrics of step 1 (computed before its optimizer step): ``loss``, ``rewards/chosen``,
     ``rewards/rejected``, ``rewards/margins``, ``logps/chosen``, ``logps/rejected``, ...
     """
@@ -195,6 +196,8 @@ def trl_dpo_step(
             report_to=[],
             save_strategy="no",
             use_cpu=True,
+            bf16=False,  # trl's configs default to bf16 autocast: keep the model's own precision
+            fp16=False,
             max_length=None,
             disable_tqdm=True,
             dataloader_num_workers=0,
