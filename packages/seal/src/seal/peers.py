@@ -124,18 +124,34 @@ class PresidioScrubber:
         ).text
 
 
-def _hf_tokenizer(tokenizer):
-    """A ``PreTrainedTokenizerFast`` with our vocabulary and special tokens: trl reads the pad/eos
-    tokens from it; it never tokenizes (the pairs reach trl already tokenized)."""
-    from tokenizers import Tokenizer
-    from tokenizers.models import WordLevel
+def _hf_tokenizer(tokenizer, directory: str):
+    """A ``PreTrainedTokenizerFast`` with our vocabulary and special tokens (a word-level
+    ``tokenizer.json`` written to ``directory``): trl reads the pad/eos tokens from it and never
+    tokenizes (the pairs reach trl already tokenized)."""
+    import json
+    import os
+
     from transformers import PreTrainedTokenizerFast
 
     vocab: dict[str, int] = {}
     for i in range(len(tokenizer)):
         vocab.setdefault(tokenizer.decode([i], skip_special=False), i)
+    spec = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [],
+        "normalizer": None,
+        "pre_tokenizer": None,
+        "post_processor": None,
+        "decoder": None,
+        "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "<unk>"},
+    }
+    path = os.path.join(directory, "tokenizer.json")
+    with open(path, "w") as handle:
+        json.dump(spec, handle)
     return PreTrainedTokenizerFast(
-        tokenizer_object=Tokenizer(WordLevel(vocab, unk_token="<unk>")),
+        tokenizer_file=path,
         pad_token="<pad>",
         bos_token="<bos>",
         eos_token="<eos>",
@@ -167,8 +183,12 @@ def trl_dpo_step(
         )
     import tempfile
 
-    from datasets import Dataset
     from trl import DPOConfig, DPOTrainer
+
+    # datasets.Dataset, the type DPOTrainer requires, taken from trl's own module: `datasets` is a
+    # hard dependency of trl but not (yet) declared in seal's 'peers' extra (pyproject is the
+    # lead's; see README "Peers")
+    from trl.trainer.dpo_trainer import Dataset
 
     from .train import _check_float, encode_pairs
 
@@ -208,7 +228,7 @@ def trl_dpo_step(
             ref_model=copy.deepcopy(reference),
             args=args,
             train_dataset=dataset,
-            processing_class=_hf_tokenizer(tokenizer),
+            processing_class=_hf_tokenizer(tokenizer, tmp),
         )
         trainer.train()
     logged = next(h for h in trainer.state.log_history if "rewards/margins" in h)
