@@ -47,15 +47,15 @@ def main() -> None:
             inferrer=teacher_bow, max_steps=3, seed=args.seed
         ),
     }
-    try:
-        import presidio_analyzer  # noqa: F401
-    except ImportError:
-        print(
-            "Presidio: SKIPPED -- presidio-analyzer / presidio-anonymizer are not installed (they are "
-            "not in the workspace lock, see the README); no Presidio arm is built yet."
-        )
+    from seal.peers import PresidioScrubber, presidio_available
+
+    if presidio_available():
+        arms["Presidio (blank spaCy, no NER)"] = PresidioScrubber()
     else:
-        print("Presidio: installed, but the Presidio arm is not built yet (README 'Not done').")
+        print(
+            "Presidio: SKIPPED -- presidio-analyzer / presidio-anonymizer / spacy are not installed "
+            "(seal 'peers' extra: uv sync --all-packages --extra peers)"
+        )
     truths = [p.attributes for p in test]
     p_orig = None
     print(f"{'arm':40s} privacy  utility  combined")
