@@ -183,12 +183,8 @@ def trl_dpo_step(
         )
     import tempfile
 
+    from datasets import Dataset  # the type DPOTrainer requires
     from trl import DPOConfig, DPOTrainer
-
-    # datasets.Dataset, the type DPOTrainer requires, taken from trl's own module: `datasets` is a
-    # hard dependency of trl but not (yet) declared in seal's 'peers' extra (pyproject is the
-    # lead's; see README "Peers")
-    from trl.trainer.dpo_trainer import Dataset
 
     from .train import _check_float, encode_pairs
 
