@@ -30,6 +30,25 @@ def _reference_layers(base):
     return [wrap(layer) for layer in base.model.layers]
 
 
+def _reference_logits(base, model, ids, attn, inst, source):
+    """Logits of ``capsule_forward_reference`` over a float64 copy of ``base``'s decoder layers,
+    with the capsules of ``model`` (layers [0, 2], α = 0.7, add)."""
+    ref_base = copy.deepcopy(base).double()  # the reference always runs in float64
+    h, _ = capsule_forward_reference(
+        ref_base.model.embed_tokens(ids),
+        inst,
+        attn,
+        _reference_layers(ref_base),
+        model.capsules.double(),
+        [0, 2],
+        0.7,
+        "add",
+        source,
+        [layer.input_layernorm for layer in ref_base.model.layers],
+    )
+    return ref_base.lm_head(ref_base.model.norm(h))
+
+
 @pytest.mark.parametrize("t", [1, 7, 33])
 @pytest.mark.parametrize("padding", ["left", "right"])
 @pytest.mark.parametrize(
@@ -50,22 +69,7 @@ def test_hooked_llama_matches_reference(t, padding, dtype, rtol, source, tiny_ll
     ids = torch.randint(3, 48, (2, t), generator=torch.Generator().manual_seed(t)) * attn
     with torch.no_grad():
         logits = model(input_ids=ids, attention_mask=attn, instance_mask=inst).logits
-        ref_base = copy.deepcopy(base).double()  # the reference always runs in float64
-        embeds = ref_base.model.embed_tokens(ids)
-        norms = [layer.input_layernorm for layer in ref_base.model.layers]
-        h, _ = capsule_forward_reference(
-            embeds,
-            inst,
-            attn,
-            _reference_layers(ref_base),
-            model.capsules.double(),
-            [0, 2],
-            0.7,
-            "add",
-            source,
-            norms,
-        )
-        ref = ref_base.lm_head(ref_base.model.norm(h))
+        ref = _reference_logits(base, model, ids, attn, inst, source)
     real = torch.cat([torch.ones(2, 1, dtype=torch.bool), attn.bool()], 1)
     assert_close(logits[real], ref[real], rtol=rtol)
 
@@ -85,20 +89,7 @@ def test_hooked_decoder_matches_reference(kind, padding, make_masks, tiny_llama)
     ids = torch.randint(3, _VOCAB, (2, 7), generator=torch.Generator().manual_seed(2)) * attn
     with torch.no_grad():
         logits = model(input_ids=ids, attention_mask=attn, instance_mask=inst).logits
-        ref_base = copy.deepcopy(base)
-        h, _ = capsule_forward_reference(
-            ref_base.model.embed_tokens(ids),
-            inst,
-            attn,
-            _reference_layers(ref_base),
-            model.capsules.double(),
-            [0, 2],
-            0.7,
-            "add",
-            "embedding",
-            [layer.input_layernorm for layer in ref_base.model.layers],
-        )
-        ref = ref_base.lm_head(ref_base.model.norm(h))
+        ref = _reference_logits(base, model, ids, attn, inst, "embedding")
     real = torch.cat([torch.ones(2, 1, dtype=torch.bool), attn.bool()], 1)
     assert_close(logits[real], ref[real], rtol=1e-10)
 
