@@ -136,3 +136,78 @@ def test_peer_helpers_name_what_is_missing(monkeypatch):
         peers.PresidioScrubber()
     with pytest.raises(ImportError, match="peers"):
         peers.trl_dpo_step(None, None, None, PAIRS)
+
+
+@needs_trl
+def test_trl_dpo_one_step_equals_ours(monkeypatch):
+    """One optimizer step of trl's DPOTrainer (our optimizer and schedule handed to it, one batch
+    holding every pair) takes the gradient seal.train.dpo takes (float64), and the same step.
+
+    The gradients agree to ~2e-7 of their norm, not to float64 round-off: some part of trl's loss
+    path is not float64-exact (not traced further). Adam's first step is ~lr * sign(grad), so a
+    near-zero gradient element (|g| ~ Adam's eps) turns a 1e-11 gradient difference into ~4e-4 of a
+    step: the gradients are compared at 1e-6 of their norm, the parameters at 1e-3 of the step.
+    """
+    from seal.peers import trl_dpo
+    from seal.train import dpo
+
+    tok, policy, ref = _models(1)
+    grads: list[list[torch.Tensor]] = []
+    real_step = torch.optim.AdamW.step
+
+    def step(self, *args, **kwargs):  # the gradient each loop hands its optimizer
+        grads.append([p.grad.detach().clone() for g in self.param_groups for p in g["params"]])
+        return real_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.AdamW, "step", step)
+    mine, theirs = copy.deepcopy(policy), copy.deepcopy(policy)
+    lr = 1e-2
+    ours = dpo(mine, copy.deepcopy(ref), tok, PAIRS, max_steps=1, batch_size=3, lr=lr)
+    got = trl_dpo(theirs, copy.deepcopy(ref), tok, PAIRS, max_steps=1, batch_size=3, lr=lr)
+    assert len(grads) == 2 and len(got["losses"]) == 1
+    assert abs(got["losses"][0] - ours.losses[0]) <= 1e-6  # trl logs a float32-accumulated loss
+    norm = torch.linalg.vector_norm(torch.stack([g.norm() for g in grads[0]])).item()
+    assert norm > 1e-3
+    for a, b in zip(*grads, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-6 * norm)
+    moved = [(a - b).abs().max().item() for a, b in zip(mine.parameters(), policy.parameters())]
+    assert min(moved) > 0.5 * lr  # every tensor took an Adam step of ~lr
+    for a, b in zip(mine.parameters(), theirs.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-3 * lr)
+    assert not theirs.training  # handed back in eval mode, like seal.train.dpo
+
+
+@needs_trl
+def test_trl_seal_trains_from_an_sft_state():
+    """The benchmark's seal_trl arm: SFTOnly's SFT stage, then trl's DPOTrainer as the DPO stage;
+    its checkpoint is refused by SEAL (another arm) and reloads into TrlSEAL."""
+    from seal import (
+        AdversarialAnonymizer,
+        BagOfWordsInferrer,
+        SyntheticProfiles,
+        UtilityJudge,
+        collect,
+    )
+    from seal.peers import TrlSEAL
+    from seal.student import SEAL, SFTOnly
+
+    tiny = dict(layers=1, width=32, heads=2, sft_steps=3, dpo_steps=2, batch_size=4)
+    tiny.update(max_new_tokens=8, iterations=2)
+    profiles = SyntheticProfiles(20, seed=0)
+    bow = BagOfWordsInferrer().fit([p.text for p in profiles], [p.attributes for p in profiles])
+    trajs = collect(profiles, AdversarialAnonymizer(), bow, UtilityJudge(), seed=0)
+    sft_state = SFTOnly(**tiny).fit(trajs).state_dict()
+    student = TrlSEAL(**tiny).fit(trajs, sft_state=sft_state)
+    losses = student.history["dpo"].losses
+    assert len(losses) == 2 and math.isclose(losses[0], math.log(2), rel_tol=1e-5)
+    moved = any(
+        not torch.equal(a, student.model.state_dict()[k]) for k, a in sft_state["model"].items()
+    )
+    assert moved and not student.model.training
+    state = student.state_dict()
+    assert state["arm"] == "TrlSEAL"
+    with pytest.raises(ValueError, match="TrlSEAL"):
+        SEAL(**tiny).load_state_dict(state)
+    again = TrlSEAL(**tiny).load_state_dict(state)
+    states = again.refine([p.text for p in profiles[:2]])
+    assert [s[0].text for s in states] == [p.text for p in profiles[:2]]

@@ -10,8 +10,10 @@
   (attacker top-1 accuracy, lower is better), utility (``UtilityJudge``) and the combined score,
   each with a 95 % bootstrap CI (seeds, then test profiles within a seed, resampled). The
   ``presidio`` arm (``seal.peers.PresidioScrubber``, the ``peers`` extra) sits beside the scrubber,
-  skipped with a logged reason when Presidio is absent; trl's ``DPOTrainer`` is a cross-check of
-  our DPO loss in ``tests/test_peers.py``, not an arm.
+  skipped with a logged reason when Presidio is absent. ``seal_trl`` (``seal.peers.TrlSEAL``) is
+  the cross-check arm: SEAL's SFT stage, then trl's ``DPOTrainer`` (``ref_model`` = the frozen SFT
+  copy) on the same pairs with the same steps, batch, lr, beta, optimizer and schedule; skipped
+  likewise without trl.
 * ``speed`` (CPU, one thread): one self-refinement iteration (infer + judge + rewrite: three
   generations) against anonymize-only (one rewrite) on the same texts with the ``seal`` student of
   the quality case (the same cached checkpoint); greedy generation of a fixed number of tokens with
@@ -46,7 +48,10 @@ FIXED_ARMS = ("identity", "scrubber", "teacher")
 STUDENT_ARMS = ("anonymize_only_sft", "sft_only", "seal")
 ARMS = FIXED_ARMS + STUDENT_ARMS
 PEER_ARMS = ("presidio",)  # skipped, with the reason logged, without the 'peers' extra
-ALL_ARMS = FIXED_ARMS + PEER_ARMS + STUDENT_ARMS
+PEER_STUDENT_ARMS = ("seal_trl",)  # SEAL with trl's DPOTrainer as its DPO stage (same skip)
+ALL_ARMS = FIXED_ARMS + PEER_ARMS + STUDENT_ARMS + PEER_STUDENT_ARMS
+#: The arms that refine themselves (critique, then rewrite) and may stop early.
+SELF_REFINING = ("sft_only", "seal", "seal_trl")
 #: The held-out attribute pair of the unseen-combination test split.
 UNSEEN = ("city", "occupation")
 #: Bumped when the data or the students change in a way the cache key cannot see.
@@ -184,6 +189,10 @@ def _student(plan: Plan, arm: str, seed: int):
     from .student import SEAL, AnonymizeOnlySFT, SFTOnly
 
     classes = {"seal": SEAL, "sft_only": SFTOnly, "anonymize_only_sft": AnonymizeOnlySFT}
+    if arm == "seal_trl":
+        from .peers import TrlSEAL
+
+        classes[arm] = TrlSEAL
     if arm not in classes:
         raise ValueError(f"arm: expected one of {sorted(classes)}, got {arm!r}")
     data = _data(plan, seed)
@@ -191,9 +200,10 @@ def _student(plan: Plan, arm: str, seed: int):
     cls = classes[arm]
 
     def build():
-        sft_state = _student(plan, "sft_only", seed)[0].state_dict() if arm == "seal" else None
+        dpo_arm = arm in ("seal", "seal_trl")
+        sft_state = _student(plan, "sft_only", seed)[0].state_dict() if dpo_arm else None
         start = time.process_time()
-        kwargs = {"sft_state": sft_state} if arm == "seal" else {}
+        kwargs = {"sft_state": sft_state} if dpo_arm else {}
         student = cls(config).fit(data.trajectories, **kwargs)
         return student.state_dict(), {"cpu_seconds": time.process_time() - start}
 
@@ -345,8 +355,8 @@ def _workers(mode: str) -> int:
 
 
 def _peers_note(ctx: Context):
-    """The Presidio scrubber (or ``None``, logged as SKIPPED with the reason); trl's cross-check
-    lives in ``tests/test_peers.py`` (it checks our DPO loss, it is not an anonymizer arm)."""
+    """``(presidio, trl)``: the Presidio scrubber (or ``None``) and whether the ``seal_trl`` arm
+    runs; an absent peer is logged as SKIPPED with the reason."""
     from .peers import PresidioScrubber, presidio_available, trl_available
 
     presidio = None
@@ -361,20 +371,21 @@ def _peers_note(ctx: Context):
             "quality: presidio arm SKIPPED -- presidio-analyzer/presidio-anonymizer/spacy not "
             "installed (seal 'peers' extra)"
         )
-    if trl_available():
+    trl = trl_available()
+    if trl:
         ctx.log(
-            "quality: trl DPOTrainer is a cross-check of the DPO loss (tests/test_peers.py), "
-            "not an arm of this case"
+            "quality: seal_trl arm = SEAL's SFT stage + trl DPOTrainer (ref_model = the SFT copy; "
+            "same pairs, steps, batch, lr, beta, AdamW and schedule as seal)"
         )
     else:
-        ctx.log("quality: trl cross-check SKIPPED -- trl not installed (seal 'peers' extra)")
-    return presidio
+        ctx.log("quality: seal_trl arm SKIPPED -- trl/datasets not installed (seal 'peers' extra)")
+    return presidio, trl
 
 
 def _quality(ctx: Context, plan: Plan) -> None:
     from .scoring import UtilityJudge
 
-    presidio = _peers_note(ctx)
+    presidio, trl = _peers_note(ctx)
     workers = _workers(ctx.mode)
     if workers > 1:
         ctx.log(f"quality: {workers} worker processes, one thread each (SEAL_WORKERS)")
@@ -388,9 +399,8 @@ def _quality(ctx: Context, plan: Plan) -> None:
 
     # sft_only before seal: seal's build loads sft_only's checkpoint (a second worker waits on the
     # cache's file lock rather than training it twice)
-    jobs = [
-        (plan, arm, s) for s in plan.seeds for arm in ("sft_only", "anonymize_only_sft", "seal")
-    ]
+    students = ("sft_only", "anonymize_only_sft", "seal") + (("seal_trl",) if trl else ())
+    jobs = [(plan, arm, s) for s in plan.seeds for arm in students]
     runs = process_map(_run, jobs, workers=workers, desc="seal students", on_result=log)
     judge = UtilityJudge()
     per: dict[tuple[str, int], dict[int, dict[str, list[float]]]] = {}
@@ -448,7 +458,7 @@ def _summarise(ctx: Context, plan: Plan, per: dict, runs: list[dict], info: dict
                 ),
             ):
                 row[metric] = bootstrap_ci(groups, fn, resamples=plan.bootstrap, seed=k)
-            if arm in STUDENT_ARMS and arm != "anonymize_only_sft":
+            if arm in SELF_REFINING:
                 rewrites = [x for r in runs if r["arm"] == arm for x in r["rewrites"]]
                 row["stopped_before"] = sum(x < k for x in rewrites) / len(rewrites)
             summary.setdefault(arm, {})[k] = row
@@ -473,7 +483,7 @@ def _summarise(ctx: Context, plan: Plan, per: dict, runs: list[dict], info: dict
                     **extra,
                     **common,
                 )
-            if k == ks[0] and arm in ("sft_only", "seal"):
+            if k == ks[0] and arm in SELF_REFINING:
                 counts = [r["critiques"] for r in runs if r["arm"] == arm]
                 total = sum(c["priv"] for c in counts)
                 ctx.record(

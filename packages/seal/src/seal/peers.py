@@ -21,8 +21,16 @@ from collections.abc import Iterable, Sequence
 
 from .baselines import feedback_attributes
 from .data import SCHEMA
+from .student import SEAL
 
-__all__ = ["PresidioScrubber", "presidio_available", "trl_available", "trl_dpo_step"]
+__all__ = [
+    "PresidioScrubber",
+    "TrlSEAL",
+    "presidio_available",
+    "trl_available",
+    "trl_dpo",
+    "trl_dpo_step",
+]
 
 
 def presidio_available() -> bool:
@@ -159,6 +167,160 @@ def _hf_tokenizer(tokenizer, directory: str):
     )
 
 
+def _require_trl(what: str) -> None:
+    if not trl_available():
+        raise ImportError(
+            f"{what} needs trl and datasets (the seal 'peers' extra: "
+            "uv sync --all-packages --extra peers)"
+        )
+
+
+def _run_trainer(
+    policy,
+    reference,
+    tokenizer,
+    pairs: Sequence,
+    *,
+    beta: float,
+    max_steps: int,
+    batch_size: int,
+    optimizers: tuple,
+    grad_clip: float | None,
+    seed: int,
+    progress: bool,
+    output_dir: str | None,
+):
+    """Train ``policy`` in place with trl's ``DPOTrainer`` (``ref_model=reference``) on our
+    tokenized pairs; returns the trainer's ``log_history`` (one entry per step)."""
+    import tempfile
+
+    from datasets import Dataset  # the type DPOTrainer requires
+    from trl import DPOConfig, DPOTrainer
+
+    from .train import _model_max_length, encode_pairs
+
+    encoded = encode_pairs(tokenizer, pairs, _model_max_length(policy))
+    if not encoded:
+        raise ValueError("pairs: empty")
+    dataset = Dataset.from_list(
+        [{"prompt_ids": p, "chosen_ids": c, "rejected_ids": r} for p, c, r in encoded]
+    )
+
+    class _PreTokenized(DPOTrainer):
+        def _prepare_dataset(self, dataset, *args, **kwargs):  # already prompt/chosen/rejected ids
+            return dataset
+
+    with tempfile.TemporaryDirectory(prefix="seal-trl-") as tmp:
+        args = DPOConfig(
+            output_dir=output_dir or tmp,
+            beta=beta,
+            loss_type=["sigmoid"],
+            max_steps=max_steps,
+            per_device_train_batch_size=min(batch_size, len(encoded)),
+            dataloader_drop_last=len(encoded) >= batch_size,  # full batches, as seal.train.dpo
+            max_grad_norm=grad_clip if grad_clip is not None else 0.0,
+            logging_steps=1,
+            report_to=[],
+            save_strategy="no",
+            use_cpu=True,
+            bf16=False,  # trl's configs default to bf16 autocast: keep the model's own precision
+            fp16=False,
+            gradient_checkpointing=False,  # trl turns it on by default: only slower for tiny models
+            max_length=None,
+            disable_tqdm=not progress,
+            dataloader_num_workers=0,
+            seed=seed,
+        )
+        trainer = _PreTokenized(
+            model=policy,
+            ref_model=reference,
+            args=args,
+            train_dataset=dataset,
+            processing_class=_hf_tokenizer(tokenizer, tmp),
+            optimizers=optimizers,
+        )
+        trainer.train()
+    if trainer.model is not policy:  # never expected on one CPU process; keep the weights anyway
+        policy.load_state_dict(trainer.model.state_dict())
+    policy.eval()
+    return [h for h in trainer.state.log_history if "rewards/margins" in h]
+
+
+def trl_dpo(
+    policy,
+    reference,
+    tokenizer,
+    pairs: Sequence,
+    max_steps: int,
+    beta: float = 0.1,
+    batch_size: int = 16,
+    lr: float = 1e-4,
+    warmup: int | None = None,
+    grad_clip: float | None = 1.0,
+    seed: int = 0,
+    progress: bool = False,
+    output_dir: str | None = None,
+) -> dict[str, list[float]]:
+    """DPO through trl's ``DPOTrainer`` (``ref_model`` passed), training ``policy`` in place: the
+    peer of :func:`seal.train.dpo` with the same optimizer and schedule.
+
+    The optimizer and schedule are handed to the trainer (``optimizers=``) so that they are ours
+    (AdamW, betas (0.9, 0.95), no weight decay; linear warm-up over ``warmup`` steps, default
+    ``max(1, max_steps // 10)``, then cosine to 0.1 x ``lr``), and the clipping norm is the same;
+    what differs is trl's own loop: its batching and batch order (its seeded sampler), padding and
+    loss code. One step on one batch holding every pair equals :func:`seal.train.dpo`
+    (``tests/test_peers.py``). ``reference`` must be frozen and share no parameter with ``policy``.
+
+    Returns:
+        ``{"losses", "margins", "chosen_rewards", "rejected_rewards"}`` per step (trl's log).
+    """
+    _require_trl("trl_dpo")
+    import torch
+
+    from neurips25_core.models import warmup_cosine
+
+    from .train import _check_float, _check_int, _check_tokenizer, _storages
+
+    if not isinstance(policy, torch.nn.Module):
+        raise TypeError(f"policy: expected an nn.Module, got {type(policy).__name__}")
+    if not isinstance(reference, torch.nn.Module):
+        raise TypeError(f"reference: expected an nn.Module, got {type(reference).__name__}")
+    if reference is policy or set(_storages(policy)) & set(_storages(reference)):
+        raise ValueError(
+            "reference: shares parameters with the policy; pass a frozen deep copy "
+            "(copy.deepcopy(policy))"
+        )
+    _check_tokenizer(tokenizer, policy)
+    max_steps = _check_int("max_steps", max_steps, 1)
+    batch_size = _check_int("batch_size", batch_size, 1)
+    lr = _check_float("lr", lr, positive=True)
+    beta = _check_float("beta", beta, positive=True)
+    warmup = max(1, max_steps // 10) if warmup is None else _check_int("warmup", warmup, 0)
+    params = [p for p in policy.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.0, betas=(0.9, 0.95))
+    schedule = warmup_cosine(optimizer, max_steps, warmup, 0.1)
+    logs = _run_trainer(
+        policy,
+        reference,
+        tokenizer,
+        pairs,
+        beta=beta,
+        max_steps=max_steps,
+        batch_size=batch_size,
+        optimizers=(optimizer, schedule),
+        grad_clip=grad_clip,
+        seed=seed,
+        progress=progress,
+        output_dir=output_dir,
+    )
+    return {
+        "losses": [float(h["loss"]) for h in logs],
+        "margins": [float(h["rewards/margins"]) for h in logs],
+        "chosen_rewards": [float(h["rewards/chosen"]) for h in logs],
+        "rejected_rewards": [float(h["rewards/rejected"]) for h in logs],
+    }
+
+
 def trl_dpo_step(
     policy,
     reference,
@@ -176,56 +338,60 @@ def trl_dpo_step(
     metrics of step 1 (computed before its optimizer step): ``loss``, ``rewards/chosen``,
     ``rewards/rejected``, ``rewards/margins``, ``logps/chosen``, ``logps/rejected``, ...
     """
-    if not trl_available():
-        raise ImportError(
-            "trl_dpo_step needs trl and datasets (the seal 'peers' extra: "
-            "uv sync --all-packages --extra peers)"
-        )
-    import tempfile
+    _require_trl("trl_dpo_step")
+    import torch
 
-    from datasets import Dataset  # the type DPOTrainer requires
-    from trl import DPOConfig, DPOTrainer
-
-    from .train import _check_float, encode_pairs
+    from .train import _check_float
 
     beta = _check_float("beta", beta, positive=True)
-    encoded = encode_pairs(tokenizer, pairs)
-    if not encoded:
+    if not pairs:
         raise ValueError("pairs: empty")
-    dataset = Dataset.from_list(
-        [{"prompt_ids": p, "chosen_ids": c, "rejected_ids": r} for p, c, r in encoded]
+    policy = copy.deepcopy(policy)
+    params = [p for p in policy.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=1e-6)
+    logs = _run_trainer(
+        policy,
+        copy.deepcopy(reference),
+        tokenizer,
+        pairs,
+        beta=beta,
+        max_steps=1,
+        batch_size=len(pairs),
+        optimizers=(optimizer, None),
+        grad_clip=1.0,
+        seed=0,
+        progress=False,
+        output_dir=output_dir,
     )
+    return {k: float(v) for k, v in logs[0].items() if isinstance(v, int | float)}
 
-    class _PreTokenized(DPOTrainer):
-        def _prepare_dataset(self, dataset, *args, **kwargs):  # already prompt/chosen/rejected ids
-            return dataset
 
-    with tempfile.TemporaryDirectory(prefix="seal-trl-") as tmp:
-        args = DPOConfig(
-            output_dir=output_dir or tmp,
-            beta=beta,
-            loss_type=["sigmoid"],
-            max_steps=1,
-            per_device_train_batch_size=len(encoded),
-            learning_rate=1e-6,
-            logging_steps=1,
-            report_to=[],
-            save_strategy="no",
-            use_cpu=True,
-            bf16=False,  # trl's configs default to bf16 autocast: keep the model's own precision
-            fp16=False,
-            max_length=None,
-            disable_tqdm=True,
-            dataloader_num_workers=0,
-            seed=0,
+class _Losses:
+    def __init__(self, log: dict[str, list[float]]) -> None:
+        self.losses = log["losses"]
+        self.margins = log["margins"]
+
+
+class TrlSEAL(SEAL):
+    """SEAL whose DPO stage is trl's ``DPOTrainer`` (:func:`trl_dpo`, ``ref_model`` = the frozen SFT
+    copy) with the same pairs, steps, batch, lr, β, optimizer and schedule as
+    :class:`seal.student.SEAL`: the benchmark's ``seal_trl`` cross-check arm. Its SFT stage is
+    ``SFTOnly``'s (pass ``sft_state=`` to :meth:`fit` to reuse one)."""
+
+    def _dpo(self, reference, pairs: list, progress: bool):
+        _require_trl("TrlSEAL")
+        c = self.config
+        return _Losses(
+            trl_dpo(
+                self.model,
+                reference,
+                self.tokenizer,
+                pairs,
+                max_steps=c.dpo_steps,
+                beta=c.beta,
+                batch_size=c.batch_size,
+                lr=c.dpo_lr,
+                seed=c.seed,
+                progress=progress,
+            )
         )
-        trainer = _PreTokenized(
-            model=copy.deepcopy(policy),
-            ref_model=copy.deepcopy(reference),
-            args=args,
-            train_dataset=dataset,
-            processing_class=_hf_tokenizer(tokenizer, tmp),
-        )
-        trainer.train()
-    logged = next(h for h in trainer.state.log_history if "rewards/margins" in h)
-    return {k: float(v) for k, v in logged.items() if isinstance(v, int | float)}

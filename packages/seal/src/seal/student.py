@@ -192,21 +192,26 @@ class SFTOnly:
         if self.use_dpo:
             if not pairs:
                 raise ValueError("trajectories: no preference pairs for DPO")
-            reference = copy.deepcopy(self.model)
-            self.history["dpo"] = dpo(
-                self.model,
-                reference,
-                self.tokenizer,
-                pairs,
-                max_steps=c.dpo_steps,
-                beta=c.beta,
-                batch_size=c.batch_size,
-                lr=c.dpo_lr,
-                seed=c.seed,
-                progress=progress,
-            )
+            self.history["dpo"] = self._dpo(copy.deepcopy(self.model), pairs, progress)
         self.model.eval()
         return self
+
+    def _dpo(self, reference, pairs: list, progress: bool):
+        """The DPO stage (SEAL): :func:`seal.train.dpo` against the frozen SFT copy ``reference``;
+        returns what goes into ``history["dpo"]`` (it has ``.losses``)."""
+        c = self.config
+        return dpo(
+            self.model,
+            reference,
+            self.tokenizer,
+            pairs,
+            max_steps=c.dpo_steps,
+            beta=c.beta,
+            batch_size=c.batch_size,
+            lr=c.dpo_lr,
+            seed=c.seed,
+            progress=progress,
+        )
 
     # -- checkpoints ---------------------------------------------------------------------------
 
