@@ -225,6 +225,12 @@ _SIZES = {
                  layouts=("searched", "uniform", "random", "all_jet"),
                  blocks=("jet", "gdn", "mamba2"), block_seeds=3, block_steps=200, eval_rows=64),
 }  # fmt: skip
+# full_recall: the issue's model sizes and search/retrain budgets with a teacher that learns recall.
+# At the issue's 600 steps with 20 % recall rows the teacher reaches 0.217 recall (chance 0.0625;
+# results/full), so no layout can show a placement effect. Here the teacher trains 2000 steps and a
+# half of every batch (teacher, supernet, retraining) is recall rows. Not an issue plan: run with
+# `python -m jetnemotron.bench postnas --plan full_recall --out DIR` (results/full_recall).
+_SIZES["full_recall"] = {**_SIZES["full"], "steps": 2000, "recall_fraction": 0.5}
 
 
 @SUITE.case(
@@ -243,7 +249,7 @@ def postnas_case(ctx: Context) -> None:
         _postnas(ctx)
 
 
-def _postnas(ctx: Context) -> None:
+def _postnas(ctx: Context, size: dict | None = None) -> None:
     from jetnemotron.postnas import (
         Supernet,
         beam_search,
@@ -253,7 +259,7 @@ def _postnas(ctx: Context) -> None:
         train_supernet,
     )
 
-    size = _SIZES[ctx.mode]
+    size = _SIZES[ctx.mode] if size is None else size
     teacher, corpus, meta = trained_teacher(size)
     L, T = size["layers"], size["seq"]
     gen = torch.Generator().manual_seed(1)
@@ -273,6 +279,8 @@ def _postnas(ctx: Context) -> None:
         layers=L,
         chance=RECALL_CHANCE,
         learned=learned,
+        teacher_steps=size["steps"],
+        recall_fraction=size["recall_fraction"],
     )
     ctx.log(
         f"teacher recall {teacher_recall:.3f} (chance {RECALL_CHANCE:.3f}): "
@@ -535,3 +543,36 @@ def decode_speed(ctx: Context) -> None:
         layout=list(layout),
         note="includes prefill",
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """A named postnas plan outside the suite's modes::
+
+        python -m jetnemotron.bench postnas --plan full_recall --out DIR
+
+    writes ``results.json``/``results.md`` and the case's plots into DIR (as ``neurips25 bench``
+    does for one case).
+    """
+    import argparse
+    from pathlib import Path
+
+    from neurips25_core.bench import write_json, write_markdown
+
+    parser = argparse.ArgumentParser(description="jetnemotron's postnas case at a named plan")
+    parser.add_argument("case", choices=["postnas"])
+    parser.add_argument("--plan", choices=sorted(_SIZES), required=True)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    ctx = Context(suite="jetnemotron", case="postnas", mode="full", out_dir=out)
+    ctx.log(f"postnas at plan {args.plan}: {_SIZES[args.plan]}")
+    with single_thread():
+        _postnas(ctx, _SIZES[args.plan])
+    write_json(ctx.results, out / "results.json")
+    write_markdown(ctx.results, out / "results.md", title=f"jetnemotron postnas ({args.plan})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
