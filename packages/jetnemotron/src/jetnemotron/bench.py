@@ -468,7 +468,10 @@ def ops_speed(ctx: Context) -> None:
     ctx.log(
         "peer flash-linear-attention (chunk_gated_delta_rule): "
         + ("installed, but " if have_fla else "not installed (`peers` extra); ")
-        + "its Triton kernels need a GPU: compared in benchmarks/gpu.py, skipped here"
+        + "its Triton kernels need a GPU to be timed (benchmarks/gpu.py); on CPU they run only "
+        "under the Triton interpreter with test-only shims, where ours = fla to 1e-5 forward and "
+        "backward (tests/test_jetnemotron_fla_parity.py); interpreter timings would time the "
+        "interpreter, so skipped here"
     )
 
 
