@@ -69,6 +69,32 @@ def test_qa_smoke_trains_scores_and_routes(tmp_path, monkeypatch):
     assert (tmp_path / "qa_arms.png").stat().st_size > 0
 
 
+@pytest.mark.slow  # ~25 s CPU: two spawned workers each import torch, transformers and peft
+def test_quality_runs_in_two_processes_equal_one(tmp_path, monkeypatch):
+    """The full plan's runs fan out over PTMOE_WORKERS processes; each run is rebuilt from its
+    seeds, so two worker processes give exactly the results of one process (smoke size)."""
+    from ptmoe import bench, quality
+
+    monkeypatch.setenv("NEURIPS25_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("PTMOE_WORKERS", "2")
+    assert bench._workers() == 2
+    monkeypatch.setenv("PTMOE_WORKERS", "0")
+    with pytest.raises(ValueError, match="PTMOE_WORKERS"):
+        bench._workers()
+    ctx = Context(suite="ptmoe", case="qa", mode="smoke", out_dir=tmp_path, log=lambda _: None)
+    plan = bench.Plan("smoke", ("ptmoe", "pt"), 2, (0,), n_train=16, n_eval=4, max_new_tokens=3)
+    quality.pretrained_base("smoke", progress=False)  # cached before the workers start
+    items = [("ptmoe", 1e-1, 0), ("pt", 3e-2, 1), ("ptmoe", 3e-2, 2)]
+    one = bench.run_jobs(ctx, "qa", plan, items, workers=1)
+    two = bench.run_jobs(ctx, "qa", plan, items, workers=2)
+    drop = ("seconds", "cpu_seconds")
+    assert [(r["arm"], r["lr"], r["seed"]) for r in two] == items
+    assert [{k: v for k, v in r.items() if k not in drop} for r in one] == [
+        {k: v for k, v in r.items() if k not in drop} for r in two
+    ]
+    assert one[0]["loss_end"] != one[2]["loss_end"]  # the runs differ: equality is not trivial
+
+
 def test_step_time_smoke_records_every_arm(tmp_path):
     ctx = Context(
         suite="ptmoe", case="step_time", mode="smoke", out_dir=tmp_path, log=lambda _: None

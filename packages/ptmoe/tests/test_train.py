@@ -6,7 +6,7 @@ import pytest
 import torch
 from ptmoe import PTMoEConfig, get_peft_model
 from ptmoe.tasks import f1_score, math_examples, qa_examples
-from ptmoe.train import encode_batch, evaluate, fit
+from ptmoe.train import encode_batch, evaluate, fit, target_text
 from transformers import LlamaConfig, LlamaForCausalLM
 
 
@@ -30,14 +30,18 @@ def test_encode_batch_layout():
     ex = qa_examples(["city", "two_hop"], 2, seed=0)
     b = encode_batch(ex)
     for i, e in enumerate(ex):
-        n_src, n_ans = len(e.source.encode()), len(e.answer.encode()) + 1
+        n_src, n_ans = len(e.source.encode()), len(e.answer.encode()) + 2
         assert b["attention_mask"][i].sum() == n_src + n_ans
         assert (b["labels"][i, :n_src] == -100).all()
-        assert bytes(b["labels"][i, n_src : n_src + n_ans].tolist()).decode() == e.answer + "\n"
+        assert (
+            bytes(b["labels"][i, n_src : n_src + n_ans].tolist()).decode() == " " + e.answer + "\n"
+        )
         assert (b["labels"][i, n_src + n_ans :] == -100).all()
     g = encode_batch(ex, with_answers=False, left_pad=True)
     assert (g["attention_mask"][:, -1] == 1).all() and (g["labels"] == -100).all()
     assert bytes(g["input_ids"][0][g["attention_mask"][0].bool()].tolist()).decode() == ex[0].source
+    m = math_examples(["add"], 1)[0]  # solutions start with a space already: no second one
+    assert target_text(m.answer) == m.answer + "\n" and m.answer.startswith(" ")
     with pytest.raises(ValueError, match="examples: expected at least one"):
         encode_batch([])
 

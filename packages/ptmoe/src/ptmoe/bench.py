@@ -14,6 +14,9 @@
   ``qa``, final-integer accuracy for ``math``. Full mode sweeps the learning rate of every main
   arm on seed 0 (the same grid size for each), selects on a validation set, then reruns the
   best setting on more seeds (mean ± 95 % CI); PT-MoE's domain × expert histogram is plotted.
+  The runs fan out over ``$PTMOE_WORKERS`` processes (default 1; one torch thread each, through
+  :func:`neurips25_core.parallel.process_map`); every run is rebuilt from its seeds, so the
+  results do not depend on the number of workers.
   ``--quick`` runs ``qa`` only (PT-MoE vs peft PT vs peft LoRA, one seed, no sweep).
 """
 
@@ -227,8 +230,9 @@ PLANS = {
     },
     # The issue's --quick: QA only, PT-MoE vs peft PT vs peft LoRA, 100 steps, one seed, no sweep.
     "quick": {"qa": Plan("quick", ("ptmoe", "peft_pt", "peft_lora"), 100, (0,), n_eval=48)},
-    # The issue's full reproduction (hidden 128, 600 steps, every arm swept, 3 seeds): ~30 CPU
-    # hours on two cores, not run here (see the README).
+    # The issue's full reproduction (hidden 128, 4 layers, 600 steps, every main arm swept, 3 seeds):
+    # 42 runs per task (18 sweep + 24 seed runs). Measured per-step/per-pass costs (README, "Cost of
+    # --full") put it at ~5.6 CPU hours; PTMOE_WORKERS=2 runs it in ~3 wall hours on 2 idle cores.
     "full": {
         task: Plan(
             "full",
@@ -271,11 +275,15 @@ def _score_key(task: str) -> str:
     return "f1" if task == "qa" else "accuracy"
 
 
-def _quality(ctx: Context, task: str, plan: Plan) -> None:
-    from neurips25_core.models import tiny_llama
-    from neurips25_core.progress import progress_bar
+def _workers() -> int:
+    """Processes for the quality runs: ``$PTMOE_WORKERS`` (default 1), one torch thread each."""
+    from neurips25_core.parallel import workers_from_env
 
-    from . import quality
+    return workers_from_env("PTMOE_WORKERS", 1)
+
+
+def _task_sets(task: str, plan: Plan):
+    """The training pool and the evaluation sets of ``plan`` (seeded: the same in every process)."""
     from .tasks import (
         IN_DOMAIN,
         MATH_IN_DOMAIN,
@@ -284,19 +292,6 @@ def _quality(ctx: Context, task: str, plan: Plan) -> None:
         math_examples,
         qa_examples,
     )
-
-    base = quality.pretrained_base(plan.base)
-    meta = getattr(base, "neurips25_meta", {})
-    ctx.log(
-        f"{task}: base hidden {base.config.hidden_size}, {base.config.num_hidden_layers} layers, "
-        f"val bits/byte {meta.get('val_bpb')}"
-    )
-    config, state = base.config, base.state_dict()
-
-    def fresh():
-        model = tiny_llama(config)
-        model.load_state_dict(state)
-        return model.eval()
 
     if task == "qa":
         make, ind, ood = qa_examples, list(IN_DOMAIN), list(OUT_OF_DOMAIN)
@@ -308,67 +303,153 @@ def _quality(ctx: Context, task: str, plan: Plan) -> None:
         "in_domain": make(ind, plan.n_eval, seed=3),
         "out_of_domain": make(ood, plan.n_eval, seed=4),
     }
-    eval_sets = {k: v for k, v in eval_sets.items() if v}
+    return train_set, {k: v for k, v in eval_sets.items() if v}
+
+
+#: Per process: the base's (config, state dict) by (mode, cache folder), loaded once per worker.
+_BASES: dict[tuple[str, str], tuple] = {}
+
+
+def _base_state(mode: str):
+    from neurips25_core.models import cache_dir
+
+    from . import quality
+
+    key = (mode, str(cache_dir()))
+    if key not in _BASES:
+        base = quality.pretrained_base(mode, progress=False)
+        _BASES[key] = (base.config, base.state_dict())
+    return _BASES[key]
+
+
+def _run_job(job: tuple) -> dict:
+    """One quality run ``(task, plan, arm, lr, seed)``: a module-level function for ``process_map``.
+
+    Everything it uses is rebuilt from seeds (the cached base, the task sets), so a run gives the
+    same result in any process and in any order.
+    """
+    from neurips25_core.models import tiny_llama
+
+    from . import quality
+
+    task, plan, arm, lr, seed = job
+    config, state = _base_state(plan.base)
+
+    def fresh():
+        model = tiny_llama(config)
+        model.load_state_dict(state)
+        return model.eval()
+
+    train_set, eval_sets = _task_sets(task, plan)
+    return quality.run_arm(
+        arm,
+        fresh,
+        task,
+        train_set,
+        eval_sets,
+        plan.steps,
+        lr,
+        seed=seed,
+        max_new_tokens=plan.max_new_tokens,
+    )
+
+
+def run_jobs(ctx: Context, task: str, plan: Plan, items, workers: int = 1) -> list[dict]:
+    """``[_run_job((task, plan, arm, lr, seed)) for arm, lr, seed in items]`` in ``workers``
+    processes (:func:`neurips25_core.parallel.process_map`), logging each run as it finishes.
+    The base must be in the checkpoint cache already (every worker loads it)."""
+    from neurips25_core.parallel import process_map
+
+    key = _score_key(task)
+
+    def log(job, r):
+        ctx.log(
+            f"{task} {r['arm']} lr={r['lr']:g} seed={r['seed']}: "
+            + ", ".join(f"{k} {v['all'][key]:.3f}" for k, v in r["scores"].items())
+            + f", loss {r['loss_start']:.2f} -> {r['loss_end']:.2f} ({r['cpu_seconds']:.0f} CPU s)"
+        )
+
+    jobs = [(task, plan, arm, lr, seed) for arm, lr, seed in items]
+    return process_map(_run_job, jobs, workers=workers, desc=f"{task} runs", on_result=log)
+
+
+def _quality(ctx: Context, task: str, plan: Plan) -> None:
+    from . import quality
+
+    base = quality.pretrained_base(plan.base)  # built (and cached) here, before any worker starts
+    meta = getattr(base, "neurips25_meta", {})
+    ctx.log(
+        f"{task}: base hidden {base.config.hidden_size}, {base.config.num_hidden_layers} layers, "
+        f"val bits/byte {meta.get('val_bpb')}"
+    )
+    train_set, eval_sets = _task_sets(task, plan)
+    with single_thread():
+        base_scores = quality.zero_shot(
+            base, task, {k: v for k, v in eval_sets.items() if k != "val"}, plan.max_new_tokens
+        )
+    key = _score_key(task)
+    for set_name, scores in base_scores.items():
+        ctx.record(
+            f"zero_shot_{key}",
+            scores["all"][key],
+            "fraction",
+            lower_is_better=False,
+            impl="base",
+            set=set_name,
+        )
+    ctx.log(
+        f"{task}: base zero-shot {key} "
+        + ", ".join(f"{k} {v['all'][key]:.3f}" for k, v in base_scores.items())
+    )
+    del base, train_set
     arms = list(plan.arms)
     if _peft() is None:
         ctx.log(f"{task}: peft not installed (install the 'peers' extra); skipping its arms")
         arms = [a for a in arms if not a.startswith("peft_")]
-    key = _score_key(task)
     swept = [a for a in arms if a in plan.sweep]
     first = plan.seeds[0]
-    runs: list[dict] = []
-
-    def execute(items):
-        for arm, lr, seed in progress_bar(items, desc=f"{task} runs"):
-            r = quality.run_arm(
-                arm,
-                fresh,
-                task,
-                train_set,
-                eval_sets,
-                plan.steps,
-                lr,
-                seed=seed,
-                max_new_tokens=plan.max_new_tokens,
+    workers = _workers()
+    grid = dict(plan.lr_grid)
+    runs = run_jobs(
+        ctx, task, plan, [(a, lr, first) for a in swept for lr in grid[_lr_family(a)]], workers
+    )
+    best_lr = {}
+    for arm in swept:
+        tried = [r for r in runs if r["arm"] == arm]
+        best = max(tried, key=lambda r: (r["scores"]["val"]["all"][key], -r["loss_end"]))
+        best_lr[arm] = best["lr"]
+    for arm in arms:
+        if arm not in best_lr:
+            best_lr[arm] = (
+                best_lr["ptmoe"]
+                if arm.startswith("ptmoe") and "ptmoe" in best_lr
+                else LR_DEFAULT[_lr_family(arm)]
             )
-            runs.append(r)
-            ctx.log(
-                f"{task} {arm} lr={lr:g} seed={seed}: "
-                + ", ".join(f"{k} {v['all'][key]:.3f}" for k, v in r["scores"].items())
-                + f", loss {r['loss_start']:.2f} -> {r['loss_end']:.2f} ({r['cpu_seconds']:.0f} CPU s)"
-            )
-
-    with single_thread():
-        grid = dict(plan.lr_grid)
-        execute([(a, lr, first) for a in swept for lr in grid[_lr_family(a)]])
-        best_lr = {}
-        for arm in swept:
-            tried = [r for r in runs if r["arm"] == arm]
-            best = max(tried, key=lambda r: (r["scores"]["val"]["all"][key], -r["loss_end"]))
-            best_lr[arm] = best["lr"]
-        for arm in arms:
-            if arm not in best_lr:
-                best_lr[arm] = (
-                    best_lr["ptmoe"]
-                    if arm.startswith("ptmoe") and "ptmoe" in best_lr
-                    else LR_DEFAULT[_lr_family(arm)]
-                )
-        done = {(r["arm"], r["lr"], r["seed"]) for r in runs}
-        execute(
-            [
-                (arm, best_lr[arm], seed)
-                for seed in plan.seeds
-                for arm in arms
-                if (arm, best_lr[arm], seed) not in done
-            ]
-        )
+    done = {(r["arm"], r["lr"], r["seed"]) for r in runs}
+    rest = [
+        (arm, best_lr[arm], seed)
+        for seed in plan.seeds
+        for arm in arms
+        if (arm, best_lr[arm], seed) not in done
+    ]
+    runs += run_jobs(ctx, task, plan, rest, workers)
 
     with open(ctx.path(f"{task}_runs.json"), "w") as handle:
-        json.dump({"plan": dataclasses.asdict(plan), "best_lr": best_lr, "runs": runs}, handle)
-    _summarise(ctx, task, plan, arms, runs, best_lr)
+        json.dump(
+            {
+                "plan": dataclasses.asdict(plan),
+                "best_lr": best_lr,
+                "base_zero_shot": base_scores,
+                "runs": runs,
+            },
+            handle,
+        )
+    _summarise(ctx, task, plan, arms, runs, best_lr, base_scores)
 
 
-def _summarise(ctx: Context, task: str, plan: Plan, arms, runs, best_lr) -> None:
+def _summarise(
+    ctx: Context, task: str, plan: Plan, arms, runs, best_lr, base_zero_shot=None
+) -> None:
     """Records (mean ± 95 % CI per arm, set and domain), the summary JSON and the plots."""
     from . import quality
 
@@ -405,6 +486,7 @@ def _summarise(ctx: Context, task: str, plan: Plan, arms, runs, best_lr) -> None
             {
                 "plan": dataclasses.asdict(plan),
                 "best_lr": best_lr,
+                "base_zero_shot": base_zero_shot,
                 "summary": summary,
                 "runs": runs,
             },
@@ -496,15 +578,16 @@ def main(argv: list[str] | None = None) -> int:
             )
         _quality(ctx, task, plan)
     else:
-        runs, best_lr = [], {}
+        runs, best_lr, base_scores = [], {}, None
         for part in args.parts:
             data = json.loads((Path(part) / f"{task}_runs.json").read_text())
             runs += data["runs"]
             best_lr.update(data["best_lr"])
+            base_scores = base_scores or data.get("base_zero_shot")
         arms = [a for a in plan.arms if a in best_lr]
         with open(ctx.path(f"{task}_runs.json"), "w") as handle:
             json.dump({"plan": dataclasses.asdict(plan), "best_lr": best_lr, "runs": runs}, handle)
-        _summarise(ctx, task, plan, arms, runs, best_lr)
+        _summarise(ctx, task, plan, arms, runs, best_lr, base_scores)
     write_json(ctx.results, out / f"{task}_results.json")
     write_markdown(
         ctx.results, out / f"{task}_results.md", title=f"ptmoe reduced {task} ({args.what})"

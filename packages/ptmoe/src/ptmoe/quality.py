@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from .tasks import IN_DOMAIN, NAMES, QAExample
+from .tasks import NAMES, QAExample
 
 __all__ = [
     "ARMS",
@@ -32,22 +32,96 @@ __all__ = [
     "build_arm",
     "mean_ci",
     "mixed_corpus",
+    "pretrain_format",
     "pretrain_text",
     "pretrained_base",
     "run_arm",
+    "zero_shot",
 ]
 
 #: Version of the synthetic pretraining text: part of the corpus fingerprint (and so the cache key).
-PRETRAIN_TEXT_VERSION = 1
+PRETRAIN_TEXT_VERSION = 2
+
+
+_CONSONANTS, _VOWELS = "bcdfghjklmnprstvz", "aeiou"
+_THINGS = ["bike", "piano", "tent", "drum", "canoe", "sofa", "radio", "sled", "violin", "kettle"]
+_LANGUAGES = ["Welsh", "Tamil", "Finnish", "Basque", "Zulu", "Thai", "Greek", "Malay", "Czech"]
+_FRUITS = ["mango", "plum", "lemon", "melon", "peach", "grape", "kiwi", "pear", "fig", "lime"]
+
+
+def _word(rng: random.Random) -> str:
+    """A pronounceable made-up word (``"kiheha"``): values the base must copy, not memorise."""
+    return "".join(rng.choice(_CONSONANTS) + rng.choice(_VOWELS) for _ in range(rng.randint(2, 3)))
+
+
+def _person(rng: random.Random) -> str:
+    return rng.choice(NAMES) if rng.random() < 0.5 else _word(rng).capitalize()
+
+
+#: The pretraining QA relations: (fact, question, key, value). None of them is a task generator
+#: (``tasks.IN_DOMAIN`` / ``OUT_OF_DOMAIN``): they teach the generic skill the tasks need —
+#: find the fact about the asked key and copy its value — in the ``facts Q: … A: …`` format.
+_RELATIONS: list[tuple[str, str, Any, Any]] = [
+    (
+        "{k} owns a {v}.",
+        "What does {k} own?",
+        _person,
+        lambda r: r.choice(_THINGS) if r.random() < 0.5 else _word(r),
+    ),
+    (
+        "{k} speaks {v}.",
+        "Which language does {k} speak?",
+        _person,
+        lambda r: r.choice(_LANGUAGES) if r.random() < 0.5 else _word(r).capitalize(),
+    ),
+    (
+        "The {k} costs {v} coins.",
+        "How much does the {k} cost?",
+        lambda r: r.choice(_FRUITS) if r.random() < 0.5 else _word(r),
+        lambda r: str(r.randint(1, 999)),
+    ),
+    (
+        "Box {k} holds a {v}.",
+        "What is in box {k}?",
+        lambda r: r.choice("ABCDEFGHJKLMNPRSTUVWXYZ") + str(r.randint(1, 99)),
+        _word,
+    ),
+    (
+        "{k}'s code is {v}.",
+        "What is {k}'s code?",
+        _person,
+        lambda r: _word(r) if r.random() < 0.5 else str(r.randint(100, 9999)),
+    ),
+    ("Room {k} is for {v}.", "Who is room {k} for?", lambda r: str(r.randint(1, 500)), _person),
+]
+
+#: Facts per pretraining QA item (the tasks use 3–8 in domain) and questions asked about them.
+PRETRAIN_FACTS = (2, 5)
+PRETRAIN_QUESTIONS = 3
 
 
 def _qa_line(rng: random.Random) -> str:
-    """An in-domain QA item in the pretraining surface format: ``facts Q: question A: answer``."""
-    name = rng.choice(sorted(IN_DOMAIN))
-    source, answer = IN_DOMAIN[name](rng)
-    facts, question = source.removeprefix("Context: ").split("\nQuestion: ")
-    question = question.removesuffix("\nAnswer:")
-    return f"{facts} Q: {question} A: {answer}\n"
+    """A generic QA item in the pretraining format: ``facts Q: question A: answer …``.
+
+    2–5 facts of one relation (70 %) or of mixed relations (30 %) with distinct keys, then up to
+    :data:`PRETRAIN_QUESTIONS` distinct questions about them (three answers per context: a
+    denser retrieval signal than one per item, which a tiny base needs to learn it at all).
+    """
+    mixed = rng.random() < 0.3
+    relation = rng.choice(_RELATIONS)
+    facts, asked, keys = [], [], set()
+    for _ in range(rng.randint(*PRETRAIN_FACTS)):
+        fact, question, key, value = rng.choice(_RELATIONS) if mixed else relation
+        k = key(rng)
+        if k in keys:
+            continue
+        keys.add(k)
+        v = value(rng)
+        facts.append(fact.format(k=k, v=v))
+        asked.append((question.format(k=k), v))
+    picked = rng.sample(asked, min(PRETRAIN_QUESTIONS, len(asked)))  # distinct questions
+    qa = "".join(f" Q: {q} A: {a}" for q, a in picked)
+    return " ".join(facts) + qa + "\n"
 
 
 def _arith_line(rng: random.Random) -> str:
@@ -80,7 +154,7 @@ def _arith_line(rng: random.Random) -> str:
 
 
 def pretrain_text(num_bytes: int, seed: int = 0) -> bytes:
-    """About ``num_bytes`` of synthetic QA (60 %) and arithmetic (40 %) lines.
+    """About ``num_bytes`` of synthetic QA (85 %) and arithmetic (15 %) lines.
 
     Example:
         >>> text = pretrain_text(400, seed=0).decode()
@@ -92,7 +166,7 @@ def pretrain_text(num_bytes: int, seed: int = 0) -> bytes:
     rng = random.Random(10_000 + seed)  # task examples use seeds 0..; keep these streams apart
     parts, size = [], 0
     while size < num_bytes:
-        line = _qa_line(rng) if rng.random() < 0.6 else _arith_line(rng)
+        line = _qa_line(rng) if rng.random() < 0.85 else _arith_line(rng)
         parts.append(line)
         size += len(line)
     return "".join(parts).encode()
@@ -153,7 +227,7 @@ def base_config(mode: str):
 
 #: Pretraining steps per mode (batch 8 × 256 bytes, lr 3e-3, warm-up + cosine). The hidden-64
 #: base reaches 1.13 bits/byte and answers 15 % of pretraining-format questions (F1) zero-shot.
-PRETRAIN_STEPS = {"smoke": 30, "quick": 1500, "full": 3000}
+PRETRAIN_STEPS = {"smoke": 30, "quick": 2500, "full": 3000}
 
 
 def pretrained_base(mode: str, progress: bool = True, steps: int | None = None):
@@ -359,6 +433,35 @@ def run_arm(
             out["routing"][set_name] = model.routing_stats(reset=True)
     out["seconds"] = time.perf_counter() - wall
     out["cpu_seconds"] = time.process_time() - cpu
+    return out
+
+
+def pretrain_format(example: QAExample) -> QAExample:
+    """A QA task example rewritten in the pretraining surface format (``facts Q: question A:``).
+
+    Example:
+        >>> from ptmoe.tasks import qa_examples
+        >>> pretrain_format(qa_examples(["city"], 1, seed=0)[0]).source.endswith(" live? A:")
+        True
+    """
+    facts, question = example.source.removeprefix("Context: ").split("\nQuestion: ")
+    question = question.removesuffix("\nAnswer:")
+    return QAExample(f"{facts} Q: {question} A:", example.answer, example.domain)
+
+
+def zero_shot(base, task: str, eval_sets, max_new_tokens: int = 16) -> dict[str, Any]:
+    """The frozen base's scores without any adapter: ``{set: {domain: metrics}}`` in the task
+    format, plus (QA) ``"{set}@pretrain_format"`` — what a prompt has to steer from."""
+    from .train import evaluate
+
+    out = {}
+    for name, examples in eval_sets.items():
+        out[name] = evaluate(base, examples, metric=task, max_new_tokens=max_new_tokens)
+        if task == "qa":
+            rewritten = [pretrain_format(e) for e in examples]
+            out[f"{name}@pretrain_format"] = evaluate(
+                base, rewritten, metric=task, max_new_tokens=max_new_tokens
+            )
     return out
 
 

@@ -4,7 +4,9 @@
 baseline) or a peft model with AdamW, a linear warm-up (3 % by default) and linear decay, the loss
 on the answer tokens only; it runs under ``torch.enable_grad`` so an outer ``no_grad`` cannot
 switch training off. ``evaluate`` decodes greedily with left padding and scores per domain.
-Tokens are bytes (vocabulary 256, the core's tiny Llama); an answer ends with a newline.
+Tokens are bytes (vocabulary 256, the core's tiny Llama); the target is the answer after one space
+(``Answer: Paris``, as text is written and as the base's pretraining writes ``A: Paris``; math
+answers already start with one) and ends with a newline.
 """
 
 from __future__ import annotations
@@ -26,6 +28,12 @@ __all__ = ["encode_batch", "evaluate", "fit"]
 END = "\n"
 
 
+def target_text(answer: str) -> str:
+    """The bytes a model is trained to write after the source: ``" " + answer + "\\n"`` (no
+    second space when the answer starts with whitespace, as the math solutions do)."""
+    return (answer if answer[:1].isspace() else " " + answer) + END
+
+
 def _bytes(text: str) -> list[int]:
     return list(text.encode("utf-8"))
 
@@ -35,7 +43,7 @@ def encode_batch(
 ) -> dict[str, torch.Tensor]:
     """Byte ids, attention mask and labels (−100 on the source and padding) for a batch.
 
-    With ``with_answers`` the answer and a newline follow the source (training, right padding);
+    With ``with_answers`` :func:`target_text` follows the source (training, right padding);
     without, only the sources (generation; ``left_pad=True``).
     """
     if not examples:
@@ -43,7 +51,7 @@ def encode_batch(
     rows, label_rows = [], []
     for ex in examples:
         src = _bytes(ex.source)
-        ans = _bytes(ex.answer + END) if with_answers else []
+        ans = _bytes(target_text(ex.answer)) if with_answers else []
         rows.append(src + ans)
         label_rows.append([-100] * len(src) + ans)
     width = max(map(len, rows))
