@@ -306,16 +306,16 @@ def _task_sets(task: str, plan: Plan):
     return train_set, {k: v for k, v in eval_sets.items() if v}
 
 
-#: Per process: the base's (config, state dict) by (mode, cache folder), loaded once per worker.
+#: Per process: the base's (config, state dict) by (mode, $NEURIPS25_CACHE), loaded once per worker.
 _BASES: dict[tuple[str, str], tuple] = {}
 
 
 def _base_state(mode: str):
-    from neurips25_core.models import cache_dir
+    import os
 
     from . import quality
 
-    key = (mode, str(cache_dir()))
+    key = (mode, os.environ.get("NEURIPS25_CACHE", ""))  # the checkpoint cache it came from
     if key not in _BASES:
         base = quality.pretrained_base(mode, progress=False)
         _BASES[key] = (base.config, base.state_dict())
