@@ -232,7 +232,7 @@ PLANS = {
     "quick": {"qa": Plan("quick", ("ptmoe", "peft_pt", "peft_lora"), 100, (0,), n_eval=48)},
     # The issue's full reproduction (hidden 128, 4 layers, 600 steps, every main arm swept, 3 seeds):
     # 42 runs per task (18 sweep + 24 seed runs). Measured per-step/per-pass costs (README, "Cost of
-    # --full") put it at ~5.6 CPU hours; PTMOE_WORKERS=2 runs it in ~3 wall hours on 2 idle cores.
+    # --full") put it at ~5.5 CPU hours; PTMOE_WORKERS=2 runs it in ~3 wall hours on 2 idle cores.
     "full": {
         task: Plan(
             "full",
