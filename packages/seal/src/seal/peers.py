@@ -279,22 +279,15 @@ def trl_dpo(
 
     from neurips25_core.models import warmup_cosine
 
-    from .train import _check_float, _check_int, _check_tokenizer, _storages
+    from .train import _check_dpo, _check_int
 
     if not isinstance(policy, torch.nn.Module):
         raise TypeError(f"policy: expected an nn.Module, got {type(policy).__name__}")
-    if not isinstance(reference, torch.nn.Module):
-        raise TypeError(f"reference: expected an nn.Module, got {type(reference).__name__}")
-    if reference is policy or set(_storages(policy)) & set(_storages(reference)):
-        raise ValueError(
-            "reference: shares parameters with the policy; pass a frozen deep copy "
-            "(copy.deepcopy(policy))"
-        )
-    _check_tokenizer(tokenizer, policy)
-    max_steps = _check_int("max_steps", max_steps, 1)
-    batch_size = _check_int("batch_size", batch_size, 1)
-    lr = _check_float("lr", lr, positive=True)
-    beta = _check_float("beta", beta, positive=True)
+    if reference is None:
+        raise TypeError("reference: trl_dpo needs the frozen reference (copy.deepcopy(policy))")
+    max_steps, batch_size, lr, beta = _check_dpo(
+        policy, reference, tokenizer, max_steps, batch_size, lr, beta
+    )
     warmup = max(1, max_steps // 10) if warmup is None else _check_int("warmup", warmup, 0)
     params = [p for p in policy.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.0, betas=(0.9, 0.95))
@@ -380,18 +373,4 @@ class TrlSEAL(SEAL):
 
     def _dpo(self, reference, pairs: list, progress: bool):
         _require_trl("TrlSEAL")
-        c = self.config
-        return _Losses(
-            trl_dpo(
-                self.model,
-                reference,
-                self.tokenizer,
-                pairs,
-                max_steps=c.dpo_steps,
-                beta=c.beta,
-                batch_size=c.batch_size,
-                lr=c.dpo_lr,
-                seed=c.seed,
-                progress=progress,
-            )
-        )
+        return _Losses(trl_dpo(**self._dpo_arguments(reference, pairs, progress)))

@@ -196,15 +196,14 @@ class SFTOnly:
         self.model.eval()
         return self
 
-    def _dpo(self, reference, pairs: list, progress: bool):
-        """The DPO stage (SEAL): :func:`seal.train.dpo` against the frozen SFT copy ``reference``;
-        returns what goes into ``history["dpo"]`` (it has ``.losses``)."""
+    def _dpo_arguments(self, reference, pairs: list, progress: bool) -> dict[str, object]:
+        """The DPO stage's arguments (any DPO loop with ``seal.train.dpo``'s signature)."""
         c = self.config
-        return dpo(
-            self.model,
-            reference,
-            self.tokenizer,
-            pairs,
+        return dict(
+            policy=self.model,
+            reference=reference,
+            tokenizer=self.tokenizer,
+            pairs=pairs,
             max_steps=c.dpo_steps,
             beta=c.beta,
             batch_size=c.batch_size,
@@ -212,6 +211,11 @@ class SFTOnly:
             seed=c.seed,
             progress=progress,
         )
+
+    def _dpo(self, reference, pairs: list, progress: bool):
+        """The DPO stage (SEAL): :func:`seal.train.dpo` against the frozen SFT copy ``reference``;
+        returns what goes into ``history["dpo"]`` (it has ``.losses``)."""
+        return dpo(**self._dpo_arguments(reference, pairs, progress))
 
     # -- checkpoints ---------------------------------------------------------------------------
 

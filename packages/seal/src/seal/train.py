@@ -371,6 +371,30 @@ def _storages(model: nn.Module) -> dict[int, str]:
     return out
 
 
+def _check_dpo(
+    policy: nn.Module, reference: object, tokenizer, max_steps, batch_size, lr, beta
+) -> tuple[int, int, float, float]:
+    """The checks every DPO loop makes (ours and :func:`seal.peers.trl_dpo`): a reference module
+    that shares no parameter with the policy, a tokenizer that fits, and positive numbers."""
+    if not isinstance(reference, nn.Module):
+        raise TypeError(f"reference: expected an nn.Module or None, got {type(reference).__name__}")
+    shared = set(_storages(policy)) & set(_storages(reference))
+    if reference is policy or shared:
+        names = sorted(_storages(reference)[s] for s in shared)[:3]
+        raise ValueError(
+            "reference: shares parameters with the policy "
+            f"({', '.join(names) or 'the same module'}); pass a frozen deep copy "
+            "(copy.deepcopy(policy)) or None"
+        )
+    _check_tokenizer(tokenizer, policy)
+    return (
+        _check_int("max_steps", max_steps, 1),
+        _check_int("batch_size", batch_size, 1),
+        _check_float("lr", lr, positive=True),
+        _check_float("beta", beta, positive=True),
+    )
+
+
 def dpo(
     policy: nn.Module,
     reference: nn.Module | None,
@@ -409,21 +433,9 @@ def dpo(
         raise TypeError(f"policy: expected an nn.Module, got {type(policy).__name__}")
     if reference is None:
         reference = copy.deepcopy(_unwrap(policy))
-    elif not isinstance(reference, nn.Module):
-        raise TypeError(f"reference: expected an nn.Module or None, got {type(reference).__name__}")
-    shared = set(_storages(policy)) & set(_storages(reference))
-    if reference is policy or shared:
-        names = sorted(_storages(reference)[s] for s in shared)[:3]
-        raise ValueError(
-            "reference: shares parameters with the policy "
-            f"({', '.join(names) or 'the same module'}); pass a frozen deep copy "
-            "(copy.deepcopy(policy)) or None"
-        )
-    _check_tokenizer(tokenizer, policy)
-    max_steps = _check_int("max_steps", max_steps, 1)
-    batch_size = _check_int("batch_size", batch_size, 1)
-    lr = _check_float("lr", lr, positive=True)
-    beta = _check_float("beta", beta, positive=True)
+    max_steps, batch_size, lr, beta = _check_dpo(
+        policy, reference, tokenizer, max_steps, batch_size, lr, beta
+    )
     encoded = encode_pairs(tokenizer, pairs, _model_max_length(policy))
     draw = _batches(len(encoded), batch_size, seed)
     pad = tokenizer.pad_id
