@@ -211,3 +211,18 @@ def test_trl_seal_trains_from_an_sft_state():
     again = TrlSEAL(**tiny).load_state_dict(state)
     states = again.refine([p.text for p in profiles[:2]])
     assert [s[0].text for s in states] == [p.text for p in profiles[:2]]
+
+
+@needs_trl
+def test_trl_dpo_bad_input_names_the_argument():
+    from seal.peers import trl_dpo
+
+    tok, policy, ref = _models(1)
+    with pytest.raises(TypeError, match="reference"):
+        trl_dpo(policy, None, tok, PAIRS, max_steps=1)
+    with pytest.raises(ValueError, match="reference"):
+        trl_dpo(policy, policy, tok, PAIRS, max_steps=1)
+    with pytest.raises(ValueError, match="beta"):
+        trl_dpo(policy, ref, tok, PAIRS, max_steps=1, beta=0.0)
+    with pytest.raises(ValueError, match="max_steps"):
+        trl_dpo(policy, ref, tok, PAIRS, max_steps=0)
