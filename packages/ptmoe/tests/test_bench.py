@@ -55,6 +55,10 @@ def test_qa_smoke_trains_scores_and_routes(tmp_path, monkeypatch):
         "pet",
     }
     runs = json.loads((tmp_path / "qa_runs.json").read_text())
+    # The answer-type guessing chance is recorded next to the arms, per held-out set.
+    guess = {r.params["set"]: r.value for r in ctx.results if r.metric == "typed_guess_f1"}
+    assert set(guess) == set(runs["typed_guess"]) and len(guess) >= 2
+    assert all(0 < v <= 1 and v == runs["typed_guess"][k]["all"]["f1"] for k, v in guess.items())
     for run in runs["runs"]:
         # Training ran (not under no_grad by accident) and the losses are finite.
         assert math.isfinite(run["loss_start"]) and math.isfinite(run["loss_end"])

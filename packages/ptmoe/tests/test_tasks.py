@@ -99,3 +99,26 @@ def test_math_problems_are_correct_and_scored_by_the_final_integer():
         math_accuracy("1", "none")
     with pytest.raises(ValueError, match="domains: unknown or empty"):
         math_examples(["gsm8k"], 2)
+
+
+def test_typed_guess_is_the_chance_of_copying_a_value_of_the_right_type():
+    from ptmoe.tasks import QAExample, typed_guess, typed_guess_scores
+
+    src = "Context: Alice lives in Paris. Bruno lives in Lima. Carla lives in Paris.\nQuestion: Where does Bruno live?\nAnswer:"
+    assert typed_guess(QAExample(src, "Lima", "city")) == (0.5, 0.5)  # distinct cities: Paris, Lima
+    # Names in the question do not count; integers are their own type.
+    src = "Context: Alice has 3 apples. Bruno has 12 apples.\nQuestion: Who has more apples than Omar?\nAnswer:"
+    assert typed_guess(QAExample(src, "Bruno", "compare")) == (0.5, 0.5)
+    src = "Context: width = 12. depth = 40. limit = 77.\nQuestion: What is the value of depth?\nAnswer:"
+    assert typed_guess(QAExample(src, "40", "identifier"))[1] == pytest.approx(1 / 3)
+    # Every generator's answers have a type; per-domain means lie strictly between 0 and 1
+    # (compare: one of two names), and a single-fact context would be 1.
+    examples = qa_examples(list(IN_DOMAIN) + list(OUT_OF_DOMAIN), 240, seed=5)
+    scores = typed_guess_scores(examples)
+    assert set(scores) == set(IN_DOMAIN) | set(OUT_OF_DOMAIN) | {"all"}
+    assert all(0 < s["em"] <= s["f1"] < 1 for s in scores.values())
+    assert scores["compare"]["em"] == 0.5
+    with pytest.raises(ValueError, match="example"):
+        typed_guess(QAExample("Context: x.\nQuestion: y?\nAnswer:", "zebra crossing", "city"))
+    with pytest.raises(TypeError, match="example"):
+        typed_guess("Lima")

@@ -447,6 +447,33 @@ def _quality(ctx: Context, task: str, plan: Plan) -> None:
     _summarise(ctx, task, plan, arms, runs, best_lr, base_scores)
 
 
+def _typed_guess(ctx: Context, task: str, plan: Plan) -> dict:
+    """QA only: record the chance of guessing a context value of the answer's type
+    (:func:`ptmoe.tasks.typed_guess`) per held-out set; scores above it need retrieval."""
+    from . import tasks
+
+    if task != "qa":
+        return {}
+    guess = {}
+    for set_name, examples in _task_sets(task, plan)[1].items():
+        if set_name == "val":
+            continue
+        guess[set_name] = tasks.typed_guess_scores(examples)
+        ctx.record(
+            "typed_guess_f1",
+            guess[set_name]["all"]["f1"],
+            "fraction",
+            lower_is_better=False,
+            impl="typed_guess",
+            set=set_name,
+        )
+    ctx.log(
+        "qa: chance of a random context value of the answer's type, F1 "
+        + ", ".join(f"{k} {v['all']['f1']:.3f}" for k, v in guess.items())
+    )
+    return guess
+
+
 def _summarise(
     ctx: Context, task: str, plan: Plan, arms, runs, best_lr, base_zero_shot=None
 ) -> None:
@@ -487,6 +514,7 @@ def _summarise(
                 "plan": dataclasses.asdict(plan),
                 "best_lr": best_lr,
                 "base_zero_shot": base_zero_shot,
+                "typed_guess": _typed_guess(ctx, task, plan),
                 "summary": summary,
                 "runs": runs,
             },

@@ -34,6 +34,8 @@ __all__ = [
     "math_examples",
     "normalize_answer",
     "qa_examples",
+    "typed_guess",
+    "typed_guess_scores",
 ]
 
 NAMES = [
@@ -216,6 +218,61 @@ def qa_examples(domains: list[str] | tuple[str, ...], count: int, seed: int = 0)
         source, answer = generators[domain](rng)
         out.append(QAExample(source, answer, domain))
     return out
+
+
+_VALUE_TYPES = (NAMES, CITIES, COUNTRIES, OBJECTS, COLOURS, JOBS, ANIMALS, PETS)
+
+
+def typed_guess(example: QAExample) -> tuple[float, float]:
+    """Expected (F1, EM) of guessing a uniformly random context value *of the answer's type*.
+
+    The chance level a model reaches by knowing what kind of answer is asked (a city, a colour,
+    a number) and copying any such value from the context, without finding the fact that answers
+    the question. Candidates are the distinct context words of the answer's vocabulary (names,
+    cities, countries, objects, colours, jobs, animals, pets), or the distinct integers when the
+    answer is one. Scores above this need retrieval.
+
+    Example:
+        >>> ex = QAExample(
+        ...     "Context: Alice lives in Paris. Bruno lives in Lima.\nQuestion: Where"
+        ...     " does Bruno live?\nAnswer:",
+        ...     "Lima",
+        ...     "city",
+        ... )
+        >>> typed_guess(ex)
+        (0.5, 0.5)
+    """
+    if not isinstance(example, tuple) or len(example) != 3:
+        raise TypeError(f"example: expected a QAExample, got {type(example).__name__}")
+    source, answer = example[0], example[1]
+    context = source.split("\nQuestion:")[0]
+    words = re.findall(r"\w+", context)
+    if answer.isdigit():
+        candidates = {w for w in words if w.isdigit()}
+    else:
+        vocab = next((v for v in _VALUE_TYPES if answer in v), None)
+        if vocab is None:
+            raise ValueError(f"example: answer {answer!r} is of no known value type")
+        candidates = {w for w in words if w in vocab}
+    candidates.add(answer)
+    n = len(candidates)
+    return (
+        sum(f1_score(c, answer) for c in candidates) / n,
+        sum(exact_match(c, answer) for c in candidates) / n,
+    )
+
+
+def typed_guess_scores(examples) -> dict[str, dict[str, float]]:
+    """:func:`typed_guess` averaged per domain and over ``"all"``: ``{domain: {"f1", "em"}}``."""
+    by_domain: dict[str, list[tuple[float, float]]] = {}
+    for ex in examples:
+        score = typed_guess(ex)
+        by_domain.setdefault(ex[2], []).append(score)
+        by_domain.setdefault("all", []).append(score)
+    return {
+        d: {"f1": sum(f for f, _ in v) / len(v), "em": sum(e for _, e in v) / len(v)}
+        for d, v in by_domain.items()
+    }
 
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
