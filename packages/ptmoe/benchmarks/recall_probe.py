@@ -38,6 +38,7 @@ import time
 import torch
 
 FORMATS = ("adjacent", "separated", "mixed")
+ARCHS = ("llama", "lfm2")
 PAD, QUERY, ANSWER, FIRST_KEY = 0, 1, 2, 3
 
 
@@ -94,6 +95,7 @@ def chance(pairs: tuple[int, int]) -> float:
 
 def run(
     fmt: str = "adjacent",
+    arch: str = "llama",
     keys: int = 20,
     values: int = 40,
     pairs: tuple[int, int] = (2, 8),
@@ -112,6 +114,8 @@ def run(
     """Train a fresh tiny Llama on MQAR rows of ``fmt``; return the accuracy curve and settings."""
     if fmt not in FORMATS:
         raise ValueError(f"fmt: {fmt!r} is not one of {FORMATS}")
+    if arch not in ARCHS:
+        raise ValueError(f"arch: {arch!r} is not one of {ARCHS}")
     for name, value in (
         ("keys", keys),
         ("values", values),
@@ -127,14 +131,35 @@ def run(
     from neurips25_core.models import tiny_llama_config
 
     torch.manual_seed(seed)
-    config = tiny_llama_config(
-        hidden_size=hidden,
-        num_layers=layers,
-        num_heads=heads,
-        vocab_size=FIRST_KEY + keys + values,
-        max_position_embeddings=4 * (2 * pairs[1] + 4 * queries),
-    )
-    model = LlamaForCausalLM(config)
+    vocab, positions = FIRST_KEY + keys + values, 4 * (2 * pairs[1] + 4 * queries)
+    if arch == "llama":
+        config = tiny_llama_config(
+            hidden_size=hidden,
+            num_layers=layers,
+            num_heads=heads,
+            vocab_size=vocab,
+            max_position_embeddings=positions,
+        )
+        model = LlamaForCausalLM(config)
+    else:  # LFM2: gated short-convolution blocks (kernel 3) alternating with attention
+        from transformers import Lfm2Config, Lfm2ForCausalLM
+
+        config = Lfm2Config(
+            vocab_size=vocab,
+            hidden_size=hidden,
+            intermediate_size=int(math.ceil(8 * hidden / 3 / 32) * 32),
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            num_key_value_heads=heads,
+            max_position_embeddings=positions,
+            layer_types=["conv" if i % 2 == 0 else "full_attention" for i in range(layers)],
+            block_auto_adjust_ff_dim=False,
+            tie_word_embeddings=False,
+            pad_token_id=PAD,
+            bos_token_id=None,
+            eos_token_id=None,
+        )
+        model = Lfm2ForCausalLM(config)
     task = dict(keys=keys, values=values, pairs=pairs, queries=queries)
     scored = "separated" if fmt == "mixed" else fmt
     held_out = make_batch(random.Random(10_000 + seed), scored, 256, **task)
@@ -171,6 +196,7 @@ def run(
         sched.step()
     return {
         "format": fmt,
+        "arch": arch,
         "scored_on": scored,
         **task,
         "pairs": list(pairs),
@@ -203,6 +229,8 @@ GRID = [
     ("mixed-small-seed2", dict(fmt="mixed", **SMALL, seed=2)),
     ("mixed-small-4layers", dict(fmt="mixed", **SMALL, layers=4)),
     ("mixed-large", dict(fmt="mixed", **LARGE)),
+    ("lfm2-separated-large", dict(fmt="separated", arch="lfm2", **LARGE)),
+    ("lfm2-separated-small", dict(fmt="separated", arch="lfm2", **SMALL)),
 ]
 
 
@@ -222,17 +250,17 @@ def report(out_dir: str) -> str:
         "# ptmoe recall probe (benchmarks/recall_probe.py --grid)",
         "",
         f"Measured {env.get('date', '?')} on {env.get('machine', '?')}, commit {env.get('git_commit', '?')}, "
-        f"1-min load average {env.get('load_average', '?')}; one thread per run, teacher-forced accuracy on 256 "
+        f"1-min load averages {', '.join(sorted({r['environment'].get('load', '?') for r in rows}))}; one thread per run, teacher-forced accuracy on 256 "
         "held-out rows of the scored format (separated for `mixed`).",
         "",
-        "| run | format | keys × values, pairs | layers × hidden | lr, warm-up | steps | chance | first step ≥ 0.9 | final accuracy | CPU s |",
-        "|---|---|---|---|---|---:|---:|---:|---:|---:|",
+        "| run | format | model | keys × values, pairs | layers × hidden | lr, warm-up | steps | chance | first step ≥ 0.9 | final accuracy | CPU s |",
+        "|---|---|---|---|---|---|---:|---:|---:|---:|---:|",
     ]
     series = {}
     for r in rows:
         hit = next((s for s, a in r["curve"] if a >= 0.9), None)
         lines.append(
-            f"| {r.get('name', '')} | {r['format']} | {r['keys']} × {r['values']}, {r['pairs'][0]}–{r['pairs'][1]} | "
+            f"| {r.get('name', '')} | {r['format']} | {r.get('arch', 'llama')} | {r['keys']} × {r['values']}, {r['pairs'][0]}–{r['pairs'][1]} | "
             f"{r['layers']} × {r['hidden']} | {r['lr']:g}, {r['warmup']} | {r['steps']} | {r['chance']:.3f} | "
             f"{'–' if hit is None else hit} | {r['final_accuracy']:.3f} | {r['cpu_seconds']:.0f} |"
         )
@@ -255,6 +283,7 @@ def report(out_dir: str) -> str:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--format", choices=FORMATS, default="adjacent")
+    p.add_argument("--arch", choices=ARCHS, default="llama")
     p.add_argument("--keys", type=int, default=20)
     p.add_argument("--values", type=int, default=40)
     p.add_argument("--pairs", type=int, nargs=2, default=(2, 8), metavar=("LO", "HI"))
@@ -273,6 +302,7 @@ def main(argv=None) -> int:
         "--part", default="0/1", help="with --grid: run part I of N (round robin), e.g. 0/2"
     )
     p.add_argument("--out-dir", help="with --grid: one JSON per run here")
+    p.add_argument("--only", help="with --grid: a comma-separated subset of GRID's names")
     p.add_argument(
         "--report", metavar="DIR", help="write DIR/results.md and DIR/curves.png from a grid's JSON"
     )
@@ -290,12 +320,20 @@ def main(argv=None) -> int:
             p.error("--grid needs --out-dir")
         i, n = (int(x) for x in a.part.split("/"))
         Path(a.out_dir).mkdir(parents=True, exist_ok=True)
-        for name, kwargs in GRID[i::n]:
+        grid = GRID
+        if a.only:
+            names = a.only.split(",")
+            unknown = sorted(set(names) - {name for name, _ in GRID})
+            if unknown:
+                p.error(f"--only: {unknown} are not in GRID")
+            grid = [g for g in GRID if g[0] in names]
+        for name, kwargs in grid[i::n]:
             result = {"name": name, **run(**kwargs), "environment": environment()}
             (Path(a.out_dir) / f"{name}.json").write_text(json.dumps(result, indent=1))
         return 0
     result = run(
         a.format,
+        a.arch,
         a.keys,
         a.values,
         tuple(a.pairs),

@@ -101,7 +101,20 @@ def test_grid_part_and_report(probe, tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.glob("*.json")) == ["a.json", "b.json"]
     assert probe.main(["--report", str(tmp_path)]) == 0
     table = (tmp_path / "results.md").read_text()
-    assert "| a | adjacent | 4 × 4, 2–2 |" in table and "| b | mixed | 4 × 4, 2–3 |" in table
+    assert (
+        "| a | adjacent | llama | 4 × 4, 2–2 |" in table
+        and "| b | mixed | llama | 4 × 4, 2–3 |" in table
+    )
     assert (tmp_path / "curves.png").stat().st_size > 0
     with pytest.raises(ValueError, match="out_dir"):
         probe.report(str(tmp_path / "empty"))
+
+
+@pytest.mark.slow  # ~8 s CPU quiet: LFM2's convolution runs its PyTorch fallback here
+def test_separated_recall_is_learned_with_short_convolutions(probe):
+    """LFM2 (a gated short convolution, then attention) learns the separated shape the tiny Llama
+    does not: the convolution hands every position its previous token, so one attention layer
+    matches the marker's key against each value's key."""
+    result = probe.run("separated", "lfm2", 8, 16, (2, 4), steps=400, every=400, log=lambda _: None)
+    assert result["arch"] == "lfm2" and result["chance"] < 0.4
+    assert result["final_accuracy"] > 0.95
