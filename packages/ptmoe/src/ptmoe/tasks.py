@@ -224,7 +224,7 @@ _VALUE_TYPES = (NAMES, CITIES, COUNTRIES, OBJECTS, COLOURS, JOBS, ANIMALS, PETS)
 
 
 def typed_guess(example: QAExample) -> tuple[float, float]:
-    """Expected (F1, EM) of guessing a uniformly random context value *of the answer's type*.
+    r"""Expected (F1, EM) of guessing a uniformly random context value *of the answer's type*.
 
     The chance level a model reaches by knowing what kind of answer is asked (a city, a colour,
     a number) and copying any such value from the context, without finding the fact that answers
