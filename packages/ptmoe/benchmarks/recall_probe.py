@@ -246,10 +246,12 @@ def report(out_dir: str) -> str:
     order = {name: i for i, (name, _) in enumerate(GRID)}
     rows.sort(key=lambda r: order.get(r.get("name"), len(order)))
     env = rows[0]["environment"]
+    dates = sorted({r["environment"].get("date", "?") for r in rows})
     lines = [
         "# ptmoe recall probe (benchmarks/recall_probe.py --grid)",
         "",
-        f"Measured {env.get('date', '?')} on {env.get('machine', '?')}, commit {env.get('git_commit', '?')}, "
+        f"Measured {dates[0]}{' to ' + dates[-1] if len(dates) > 1 else ''} on {env.get('machine', '?')}, "
+        f"commit(s) {', '.join(sorted({r['environment'].get('git_commit', '?') for r in rows}))}, "
         f"1-min load averages {', '.join(sorted({r['environment'].get('load', '?') for r in rows}))}; one thread per run, teacher-forced accuracy on 256 "
         "held-out rows of the scored format (separated for `mixed`).",
         "",
