@@ -4,7 +4,8 @@ The reduced reproduction needs a base that answers a question from its context. 
 bases tried (byte- and word-level, hidden 64 and 128, 1,200–5,000 pretraining steps) did, so this
 probe strips the task to multi-query associative recall (MQAR, Zoology's synthetic) with one
 token per key and per value and trains a ``neurips25_core.models.tiny_llama_config`` model from
-scratch, in three row formats::
+scratch (``--arch lfm2``: transformers' LFM2 instead, a gated short convolution before each
+attention layer), in three row formats::
 
     adjacent   k1 v1 k2 v2 … | k v  k v  …        the value follows the queried key directly
     separated  k1 v1 k2 v2 … | Q k A v  Q k A v …  one marker token between key and answer
@@ -111,7 +112,8 @@ def run(
     every: int = 250,
     log=print,
 ) -> dict:
-    """Train a fresh tiny Llama on MQAR rows of ``fmt``; return the accuracy curve and settings."""
+    """Train a fresh tiny model (``arch``: Llama, or LFM2 with short convolutions) on MQAR rows of
+    ``fmt``; return the accuracy curve and settings."""
     if fmt not in FORMATS:
         raise ValueError(f"fmt: {fmt!r} is not one of {FORMATS}")
     if arch not in ARCHS:
